@@ -1,0 +1,41 @@
+# moescope: `make demo` to see it, `make test` to check it. See README.md.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export MOESCOPE_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@127.0.0.1:5432/test
+
+.PHONY: install demo serve test check lint postgres bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: install
+	$(BIN)/moescope serve --demo --host 127.0.0.1 --port 8000
+
+# Start a stopped local Postgres cluster (Debian's pg_ctlcluster), if this machine has one.
+postgres:
+	@if command -v pg_ctlcluster >/dev/null 2>&1; then \
+	  for v in $$(ls /etc/postgresql 2>/dev/null); do \
+	    pg_ctlcluster --skip-systemctl-redirect $$v main start 2>/dev/null || true; \
+	  done; \
+	fi
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+check: lint
+
+test: install postgres lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: install postgres
+	$(BIN)/python bench/ingest.py
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache test-output

@@ -1,0 +1,56 @@
+"""Request dependencies: the bearer-token scopes and the strict JSON body."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from app.core.config import get_settings
+from app.core.db import SessionDep
+from app.core.errors import Forbidden, Unauthorized
+from app.models import TokenRow
+from app.repository import tokens
+from ingest.validate import parse_json
+
+_bearer = HTTPBearer(auto_error=False, description="moescope API token (`moescope token create`)")
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+def _authorise(session: SessionDep, credentials: Credentials, scope: str) -> TokenRow:
+    if credentials is None:
+        raise Unauthorized()
+    row = tokens.find_active(session, credentials.credentials)
+    if row is None:
+        raise Unauthorized()
+    if not tokens.scope_allows(row.scope, scope):
+        raise Forbidden(f"this token has scope {row.scope!r}; {scope!r} is required")
+    return row
+
+
+def require(scope: str) -> Callable[..., TokenRow]:
+    def dependency(session: SessionDep, credentials: Credentials) -> TokenRow:
+        return _authorise(session, credentials, scope)
+
+    return dependency
+
+
+def read_access(session: SessionDep, credentials: Credentials) -> TokenRow | None:
+    """Reads are open unless MOESCOPE_REQUIRE_READ_TOKEN is set."""
+    if not get_settings().require_read_token:
+        return None
+    return _authorise(session, credentials, "read")
+
+
+async def json_body(request: Request) -> Any:
+    """The body parsed strictly (NaN, Infinity and runaway nesting are rejected): FastAPI's
+    own parsing accepts NaN and then cannot serialise its own error about it."""
+    return parse_json(await request.body())
+
+
+IngestToken = Annotated[TokenRow, Depends(require("ingest"))]
+AdminToken = Annotated[TokenRow, Depends(require("admin"))]
+ReadAccess = Annotated[TokenRow | None, Depends(read_access)]
+JsonBody = Annotated[Any, Depends(json_body)]

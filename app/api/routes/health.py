@@ -1,0 +1,38 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from app.core.db import get_engine
+from app.core.errors import error_body
+from db.migrate import current_revision, head_revision
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", responses={503: {"description": "Database unreachable or not at head"}})
+def readyz() -> JSONResponse:
+    """The database is reachable and migrated to the head revision."""
+    head = head_revision()
+    try:
+        current = current_revision(get_engine())
+    except Exception as exc:  # any failure to reach the database means not ready
+        return JSONResponse(
+            error_body("database_unavailable", f"database unreachable: {type(exc).__name__}"),
+            503, headers={"Retry-After": "5"},
+        )
+    if current != head:
+        return JSONResponse(
+            error_body("database_not_migrated",
+                       f"database at revision {current}, head is {head}: run moescope db upgrade"),
+            503,
+        )
+    return JSONResponse({"status": "ready", "revision": current})

@@ -1,0 +1,175 @@
+"""/api/v1/reports: ingest, append, read, export, delete. Thin: parse, call, shape."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Response
+
+from app.api.deps import AdminToken, IngestToken, JsonBody, ReadAccess
+from app.api.openapi import body_schema
+from app.api.schemas import (
+    CasePage,
+    CasesAppended,
+    ReportCreated,
+    ReportDetail,
+    ReportPage,
+    case_out,
+    report_notes,
+    report_summary,
+)
+from app.core.config import get_settings
+from app.core.db import SessionDep
+from app.repository import cases as cases_repo
+from app.repository import reports as reports_repo
+from ingest.schema import CaseList, Report
+from ingest.validate import validate_case_list, validate_report
+
+router = APIRouter(prefix="/reports", tags=["reports"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"description": "Malformed JSON"},
+    401: {"description": "Missing, unknown or revoked token"},
+    403: {"description": "Token lacks the scope"},
+    413: {"description": "Body over MOESCOPE_MAX_BODY_MB"},
+    422: {"description": "Invalid report: every problem with its JSON path"},
+    503: {"description": "Database unavailable (Retry-After)"},
+}
+
+
+@router.post(
+    "",
+    status_code=201,
+    responses={200: {"description": "Already stored: same content or runId"}, **_ERRORS},
+    openapi_extra=body_schema(Report),
+)
+def post_report(
+    _token: IngestToken, body: JsonBody, session: SessionDep, response: Response
+) -> ReportCreated:
+    """Ingest a whole report. Posting the same report again is harmless."""
+    report = validate_report(body)
+    result = reports_repo.ingest_report(session, body, report)
+    session.commit()
+    if not result.created:
+        response.status_code = 200
+    response.headers["Location"] = f"/api/v1/reports/{result.id}"
+    return ReportCreated(id=result.id, caseCount=result.case_count, created=result.created)
+
+
+@router.post(
+    "/{report_id}/cases",
+    responses={404: {"description": "No such report"},
+               409: {"description": "A case id is stored with other content"}, **_ERRORS},
+    openapi_extra=body_schema(CaseList),
+)
+def append_cases(
+    report_id: int, _token: IngestToken, body: JsonBody, session: SessionDep
+) -> CasesAppended:
+    """Append cases as they finish. An identical case again is a no-op."""
+    case_list = validate_case_list(body)
+    result = reports_repo.append_cases(session, report_id, body["cases"], case_list.cases)
+    session.commit()
+    return CasesAppended(
+        id=report_id, caseCount=result.case_count, added=result.added, unchanged=result.unchanged
+    )
+
+
+@router.get("")
+def list_reports(
+    _read: ReadAccess,
+    session: SessionDep,
+    limit: Annotated[int, Query(ge=1)] = 20,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    q: Annotated[str | None, Query(max_length=200, description="Search GPU, source, date")]
+    = None,
+    gpu: Annotated[str | None, Query(max_length=200)] = None,
+) -> ReportPage:
+    """Reports, newest first. ``limit`` is capped at MOESCOPE_PAGE_SIZE_MAX."""
+    limit = min(limit, get_settings().page_size_max)
+    rows, total = reports_repo.list_reports(session, limit=limit, offset=offset, q=q, gpu=gpu)
+    return ReportPage(
+        items=[report_summary(r) for r in rows], total=total, limit=limit, offset=offset
+    )
+
+
+@router.get("/{report_id}", responses={404: {"description": "No such report"}})
+def get_report(report_id: int, _read: ReadAccess, session: SessionDep) -> ReportDetail:
+    row = reports_repo.get_report(session, report_id)
+    summary = {
+        **cases_repo.facets(session, report_id),
+        "caveatCounts": cases_repo.caveat_counts(session, report_id),
+    }
+    return ReportDetail(
+        **report_summary(row).model_dump(),
+        meta=row.meta,
+        summary=summary,
+        caveats=report_notes(row.meta),
+    )
+
+
+# The sortable names as an enum-like Literal, so OpenAPI lists them.
+SortField = Literal[tuple(cases_repo.SORTABLE)]  # type: ignore[valid-type]
+
+
+@router.get("/{report_id}/cases", responses={404: {"description": "No such report"}})
+def list_cases(
+    report_id: int,
+    _read: ReadAccess,
+    session: SessionDep,
+    mode: Annotated[list[Literal["inference", "training"]], Query()] = [],  # noqa: B006
+    ep: Annotated[list[int], Query()] = [],  # noqa: B006
+    precision: Annotated[list[str], Query()] = [],  # noqa: B006
+    pipeline: Annotated[list[str], Query()] = [],  # noqa: B006
+    category: Annotated[list[str], Query()] = [],  # noqa: B006
+    F: Annotated[list[int], Query()] = [],  # noqa: B006
+    imbalance: Annotated[list[float], Query()] = [],  # noqa: B006
+    sort: Annotated[
+        SortField,  # type: ignore[valid-type]
+        Query(description="Any wire or derived scalar field"),
+    ] = "position",
+    order: Literal["asc", "desc"] = "asc",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 1000,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> CasePage:
+    """Cases with their derived fields and caveats. Repeat a filter to match any value."""
+    filters = cases_repo.CaseFilter(
+        mode=list(mode), ep=ep, precision=precision, pipeline=pipeline, category=category,
+        F=F, imbalance=imbalance,
+    )
+    rows, total = cases_repo.list_cases(
+        session, report_id, filters=filters, sort=sort, descending=order == "desc",
+        limit=limit, offset=offset,
+    )
+    return CasePage(items=[case_out(r) for r in rows], total=total, limit=limit, offset=offset)
+
+
+@router.get("/{report_id}/cases/{case_id}", responses={404: {"description": "No such case"}})
+def get_case(
+    report_id: int, case_id: str, _read: ReadAccess, session: SessionDep
+) -> dict[str, Any]:
+    return case_out(cases_repo.get_case(session, report_id, case_id))
+
+
+@router.get("/{report_id}/report.json", responses={404: {"description": "No such report"}})
+def report_json(report_id: int, _read: ReadAccess, session: SessionDep) -> Response:
+    """The report exactly as posted, unknown fields included, appended cases in order."""
+    document = reports_repo.report_document(session, report_id)
+    return Response(
+        content=_dumps(document),
+        media_type="application/json",
+        headers={"Content-Disposition": f'inline; filename="report-{report_id}.json"'},
+    )
+
+
+@router.delete("/{report_id}", status_code=204, responses={404: {"description": "No such report"}})
+def delete_report(report_id: int, _token: AdminToken, session: SessionDep) -> Response:
+    reports_repo.delete_report(session, report_id)
+    session.commit()
+    return Response(status_code=204)
+
+
+def _dumps(document: dict[str, Any]) -> bytes:
+    import json
+
+    # Python's float repr is the shortest round-tripping form: floats come back exact.
+    return json.dumps(document, ensure_ascii=False, allow_nan=False).encode("utf-8")

@@ -1,0 +1,103 @@
+"""Response schemas: what leaves through the API. Rows are converted here, never returned."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from app.models import CaseRow, ReportRow
+from ingest.derived import report_notes as notes_of
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReportCreated(Out):
+    id: int
+    caseCount: int
+    created: bool
+
+
+class CasesAppended(Out):
+    id: int
+    caseCount: int
+    added: int
+    unchanged: int
+
+
+class ReportSummary(Out):
+    id: int
+    date: str
+    gpu: str
+    source: str | None
+    runId: str | None
+    caseCount: int
+    bestPercentOfPeak: float | None
+    createdAt: datetime
+    updatedAt: datetime
+
+
+class ReportPage(Out):
+    items: list[ReportSummary]
+    total: int
+    limit: int
+    offset: int
+
+
+class Note(Out):
+    key: str
+    qualifies: str | None
+    text: str
+
+
+class ReportDetail(ReportSummary):
+    meta: dict[str, Any]
+    summary: dict[str, Any]
+    caveats: list[Note]
+
+
+class CaveatOut(Out):
+    code: str
+    message: str
+
+
+class CasePage(Out):
+    items: list[dict[str, Any]]
+    total: int
+    limit: int
+    offset: int
+
+
+def report_summary(row: ReportRow) -> ReportSummary:
+    return ReportSummary(
+        id=row.id,
+        date=row.date,
+        gpu=row.gpu,
+        source=row.source,
+        runId=row.run_id,
+        caseCount=row.case_count,
+        bestPercentOfPeak=row.best_percent_of_peak,
+        createdAt=row.created_at,
+        updatedAt=row.updated_at,
+    )
+
+
+def report_notes(meta: dict[str, Any]) -> list[Note]:
+    return [Note(key=n.key, qualifies=n.qualifies, text=n.text) for n in notes_of(meta)]
+
+
+def case_out(row: CaseRow) -> dict[str, Any]:
+    """The case as posted, plus the derived fields and its caveats."""
+    return {
+        **row.payload,
+        "percentOfPeak": row.percent_of_peak,
+        "hbmPercentOfPeak": row.hbm_percent_of_peak,
+        "nvlinkTXPercentOfPeak": row.nvlink_tx_percent_of_peak,
+        "nvlinkRXPercentOfPeak": row.nvlink_rx_percent_of_peak,
+        "windowSpreadPercent": row.window_spread_percent,
+        "observedImbalance": row.observed_imbalance,
+        "caveats": [{"code": c.code, "message": c.message} for c in row.caveats],
+    }

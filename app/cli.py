@@ -1,0 +1,171 @@
+"""The ``moescope`` command. Subcommands import what they need lazily, so the runner's
+commands work where the service's dependencies are not installed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from importlib import resources
+from pathlib import Path
+
+REFERENCE_REPORT = "gb300-nvl72-isolated-v6.json"
+
+
+def reference_report_text() -> str:
+    return resources.files("ingest").joinpath("data", REFERENCE_REPORT).read_text("utf-8")
+
+
+def _database_url(args: argparse.Namespace) -> str:
+    from app.core.config import get_settings
+
+    return str(getattr(args, "database_url", None) or get_settings().database_url)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from db.migrate import upgrade
+
+    url = _database_url(args)
+    upgrade(url)
+    if args.demo:
+        _load_demo(url)
+    uvicorn.run(
+        "app.main:create_app", factory=True, host=args.host, port=args.port,
+        workers=args.workers, log_level=args.log_level, proxy_headers=True,
+    )
+    return 0
+
+
+def _load_demo(url: str) -> None:
+    from sqlalchemy.orm import Session
+
+    from app.core.db import engine_for
+    from app.repository import reports as reports_repo
+    from ingest.validate import parse_json, validate_report
+
+    with Session(engine_for(url)) as session:
+        if reports_repo.count_reports(session):
+            print("demo: database already holds reports; nothing loaded", file=sys.stderr)
+            return
+        raw = parse_json(reference_report_text())
+        result = reports_repo.ingest_report(session, raw, validate_report(raw))
+        session.commit()
+        print(f"demo: loaded the reference report as id {result.id} "
+              f"({result.case_count} cases)", file=sys.stderr)
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from app.core.db import engine_for
+    from db import migrate
+
+    url = _database_url(args)
+    if args.db_command == "upgrade":
+        migrate.upgrade(url, args.revision)
+    elif args.db_command == "downgrade":
+        migrate.downgrade(url, args.revision)
+    print(f"database at revision {migrate.current_revision(engine_for(url))} "
+          f"(head {migrate.head_revision()})")
+    return 0
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    from sqlalchemy.orm import Session
+
+    from app.core.db import engine_for
+    from app.core.errors import NotFound
+    from app.repository import tokens
+
+    with Session(engine_for(_database_url(args))) as session:
+        if args.token_command == "create":
+            row, token = tokens.create_token(session, args.name, args.scope)
+            session.commit()
+            print(f"created token {row.id} ({row.name}, scope {row.scope}); it is shown once:",
+                  file=sys.stderr)
+            print(token)
+        elif args.token_command == "list":
+            print(f"{'id':>4}  {'name':<24} {'scope':<7} {'prefix':<11} {'created':<20} revoked")
+            for row in tokens.list_tokens(session):
+                revoked = row.revoked_at.isoformat(timespec="seconds") if row.revoked_at else "-"
+                print(f"{row.id:>4}  {row.name:<24} {row.scope:<7} {row.prefix:<11} "
+                      f"{row.created_at.isoformat(timespec='seconds'):<20} {revoked}")
+        else:
+            try:
+                revoked_rows = tokens.revoke_token(session, args.ident)
+            except NotFound as exc:
+                print(f"error: {exc.detail}", file=sys.stderr)
+                return 1
+            session.commit()
+            for row in revoked_rows:
+                print(f"revoked token {row.id} ({row.name})")
+    return 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from app.ingest_files import ingest_files
+
+    return ingest_files(
+        [Path(f) for f in args.files], database_url=None if args.url else _database_url(args),
+        url=args.url, token=args.token,
+    )
+
+
+def _add_database_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--database-url", help="overrides MOESCOPE_DATABASE_URL")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="moescope", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="migrate the database and serve the API")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument("--log-level", default="info")
+    serve.add_argument("--demo", action="store_true",
+                       help="load the reference GB300 report into an empty database")
+    _add_database_option(serve)
+    serve.set_defaults(func=cmd_serve)
+
+    db = sub.add_parser("db", help="database migrations")
+    db_sub = db.add_subparsers(dest="db_command", required=True)
+    up = db_sub.add_parser("upgrade", help="migrate to a revision (default: head)")
+    up.add_argument("revision", nargs="?", default="head")
+    down = db_sub.add_parser("downgrade", help="migrate down to a revision ('base': empty)")
+    down.add_argument("revision")
+    current = db_sub.add_parser("current", help="print the current revision")
+    for p in (up, down, current):
+        _add_database_option(p)
+    db.set_defaults(func=cmd_db)
+
+    token = sub.add_parser("token", help="API tokens")
+    token_sub = token.add_subparsers(dest="token_command", required=True)
+    create = token_sub.add_parser("create", help="create a token and print it once")
+    create.add_argument("name")
+    create.add_argument("--scope", choices=("read", "ingest", "admin"), required=True)
+    token_sub.add_parser("list", help="list tokens (never the tokens themselves)")
+    revoke = token_sub.add_parser("revoke", help="revoke a token by id or name")
+    revoke.add_argument("ident", metavar="ID|NAME")
+    _add_database_option(token)
+    token.set_defaults(func=cmd_token)
+
+    ingest = sub.add_parser("ingest", help="load report files (into the database or a server)")
+    ingest.add_argument("files", nargs="+", metavar="FILE")
+    ingest.add_argument("--url", help="post to this moescope server instead of the database")
+    ingest.add_argument("--token", help="ingest token for --url (or MOESCOPE_TOKEN)")
+    _add_database_option(ingest)
+    ingest.set_defaults(func=cmd_ingest)
+
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    return func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""The service: FastAPI app with the API under /api/v1."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import RedirectResponse
+
+from app.api.openapi import add_body_schemas
+from app.api.routes import health, reports
+from app.core.config import get_settings
+from app.core.errors import install_error_handlers
+from app.core.limits import BodySizeLimit
+
+
+def create_app() -> FastAPI:
+    settings = get_settings()
+    app = FastAPI(
+        title="moescope",
+        summary="Results database for GPU MoE expert-parallel benchmarks",
+        version="0.1.0",
+    )
+    install_error_handlers(app)
+    app.include_router(reports.router, prefix="/api/v1")
+    app.include_router(health.router)
+    app.add_middleware(BodySizeLimit, max_bytes=int(settings.max_body_mb * 2**20))
+
+    @app.get("/", include_in_schema=False)
+    def index() -> RedirectResponse:
+        return RedirectResponse("/docs")
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, summary=app.summary, routes=app.routes
+            )
+            app.openapi_schema = add_body_schemas(schema)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

@@ -1,0 +1,187 @@
+"""SQLAlchemy 2 models. Rows never leave through the API: ``app.api.schemas`` does."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware on every database: SQLite drops the offset, so it is put back."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime given; use an aware one (UTC)")
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class ReportRow(Base):
+    __tablename__ = "reports"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # sha256 of the canonical JSON of the report as first posted: the dedup key.
+    content_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    run_id: Mapped[str | None] = mapped_column(String(200), unique=True)
+    date: Mapped[str] = mapped_column(String(200), index=True)
+    gpu: Mapped[str] = mapped_column(String(200), index=True)
+    source: Mapped[str | None] = mapped_column(Text)
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # Top-level keys other than meta and cases, kept so report.json is exact.
+    extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    case_count: Mapped[int] = mapped_column(Integer, default=0)
+    best_percent_of_peak: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    cases: Mapped[list[CaseRow]] = relationship(
+        back_populates="report", cascade="all, delete-orphan", passive_deletes=True,
+        order_by="CaseRow.position",
+    )
+
+    __table_args__ = (
+        Index("ix_reports_created_at_id", "created_at", "id"),
+        CheckConstraint("case_count >= 0", name="case_count_non_negative"),
+    )
+
+
+class CaseRow(Base):
+    __tablename__ = "cases"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    report_id: Mapped[int] = mapped_column(ForeignKey("reports.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    case_id: Mapped[str] = mapped_column(String(300))
+    content_sha256: Mapped[str] = mapped_column(String(64))
+
+    mode: Mapped[str] = mapped_column(String(20))
+    ep: Mapped[int] = mapped_column(Integer)
+    category: Mapped[str] = mapped_column(String(200))
+    f: Mapped[int] = mapped_column(BigInteger)
+    imbalance: Mapped[float] = mapped_column(Float)
+    precision: Mapped[str] = mapped_column(String(200))
+    pipeline: Mapped[str] = mapped_column(String(200))
+    emulated: Mapped[bool] = mapped_column(Boolean, default=False)
+
+    forward_ms: Mapped[float] = mapped_column(Float)
+    backward_ms: Mapped[float | None] = mapped_column(Float)
+    layer_ms: Mapped[float] = mapped_column(Float)
+    useful_tf_per_gpu: Mapped[float] = mapped_column(Float)
+    nvlink_tx_gbps: Mapped[float | None] = mapped_column(Float)
+    nvlink_rx_gbps: Mapped[float | None] = mapped_column(Float)
+    nvlink_max_tx_gbps: Mapped[float | None] = mapped_column(Float)
+    nvlink_max_rx_gbps: Mapped[float | None] = mapped_column(Float)
+    analytical_hbm_gbps: Mapped[float | None] = mapped_column(Float)
+    slot_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    scratch_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    arena_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    input_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    host_scratch_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    allocated_peak_gib: Mapped[float | None] = mapped_column(Float)
+    reserved_peak_gib: Mapped[float | None] = mapped_column(Float)
+    numerical_accepted: Mapped[bool | None] = mapped_column(Boolean)
+    graph_accepted: Mapped[bool | None] = mapped_column(Boolean)
+    allocation_retries: Mapped[int] = mapped_column(BigInteger, default=0)
+    ooms: Mapped[int] = mapped_column(BigInteger, default=0)
+    logical_forward_payload_bytes_rank0: Mapped[int | None] = mapped_column(BigInteger)
+    forward_flops_per_logical_payload_byte_rank0: Mapped[float | None] = mapped_column(Float)
+    capacity_rows: Mapped[int | None] = mapped_column(BigInteger)
+
+    # Derived (DESIGN.md), stored so they can be filtered and sorted on.
+    percent_of_peak: Mapped[float | None] = mapped_column(Float)
+    hbm_percent_of_peak: Mapped[float | None] = mapped_column(Float)
+    nvlink_tx_percent_of_peak: Mapped[float | None] = mapped_column(Float)
+    nvlink_rx_percent_of_peak: Mapped[float | None] = mapped_column(Float)
+    window_spread_percent: Mapped[float | None] = mapped_column(Float)
+    observed_imbalance: Mapped[float | None] = mapped_column(Float)
+
+    # Arrays, and the case exactly as posted (unknown fields included).
+    windows: Mapped[dict[str, Any]] = mapped_column(JSON)
+    receive_rows: Mapped[list[int]] = mapped_column(JSON)
+    saved_bytes: Mapped[list[int]] = mapped_column(JSON)
+    recompute: Mapped[list[bool]] = mapped_column(JSON)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    report: Mapped[ReportRow] = relationship(back_populates="cases")
+    caveats: Mapped[list[CaveatRow]] = relationship(
+        cascade="all, delete-orphan", passive_deletes=True, order_by="CaveatRow.id",
+        lazy="selectin",
+    )
+
+    __table_args__ = (
+        UniqueConstraint("report_id", "case_id", name="uq_cases_report_id_case_id"),
+        Index("ix_cases_report_id_position", "report_id", "position"),
+        CheckConstraint("ep > 0", name="ep_positive"),
+        CheckConstraint("forward_ms > 0", name="forward_ms_positive"),
+        CheckConstraint("layer_ms > 0", name="layer_ms_positive"),
+        CheckConstraint("backward_ms IS NULL OR backward_ms > 0", name="backward_ms_positive"),
+        CheckConstraint("imbalance >= 1", name="imbalance_at_least_one"),
+    )
+
+
+class CaveatRow(Base):
+    __tablename__ = "caveats"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    case_pk: Mapped[int] = mapped_column(ForeignKey("cases.id", ondelete="CASCADE"), index=True)
+    code: Mapped[str] = mapped_column(String(50), index=True)
+    message: Mapped[str] = mapped_column(Text)
+
+
+class TokenRow(Base):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    scope: Mapped[str] = mapped_column(String(20))
+    # sha256 of the token: tokens are 256 random bits, so a slow hash buys nothing.
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        CheckConstraint("scope IN ('read', 'ingest', 'admin')", name="scope_known"),
+    )

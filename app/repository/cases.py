@@ -1,0 +1,139 @@
+"""All queries that read cases."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import ColumnElement, func, select
+from sqlalchemy.orm import InstrumentedAttribute, Session
+
+from app.core.errors import NotFound
+from app.models import CaseRow, CaveatRow, ReportRow
+
+# Wire (and derived) field name -> column, for sorting. The API accepts these names.
+SORTABLE: dict[str, InstrumentedAttribute[Any]] = {
+    "position": CaseRow.position,
+    "id": CaseRow.case_id,
+    "mode": CaseRow.mode,
+    "ep": CaseRow.ep,
+    "category": CaseRow.category,
+    "F": CaseRow.f,
+    "imbalance": CaseRow.imbalance,
+    "precision": CaseRow.precision,
+    "pipeline": CaseRow.pipeline,
+    "forwardMS": CaseRow.forward_ms,
+    "backwardMS": CaseRow.backward_ms,
+    "layerMS": CaseRow.layer_ms,
+    "usefulTFPerGPU": CaseRow.useful_tf_per_gpu,
+    "nvlinkTXGBps": CaseRow.nvlink_tx_gbps,
+    "nvlinkRXGBps": CaseRow.nvlink_rx_gbps,
+    "nvlinkMaxTXGBps": CaseRow.nvlink_max_tx_gbps,
+    "nvlinkMaxRXGBps": CaseRow.nvlink_max_rx_gbps,
+    "analyticalHBMGBps": CaseRow.analytical_hbm_gbps,
+    "slotBytes": CaseRow.slot_bytes,
+    "scratchBytes": CaseRow.scratch_bytes,
+    "arenaBytes": CaseRow.arena_bytes,
+    "inputBytes": CaseRow.input_bytes,
+    "allocatedPeakGiB": CaseRow.allocated_peak_gib,
+    "reservedPeakGiB": CaseRow.reserved_peak_gib,
+    "capacityRows": CaseRow.capacity_rows,
+    "logicalForwardPayloadBytesRank0": CaseRow.logical_forward_payload_bytes_rank0,
+    "forwardFlopsPerLogicalPayloadByteRank0": CaseRow.forward_flops_per_logical_payload_byte_rank0,
+    "percentOfPeak": CaseRow.percent_of_peak,
+    "hbmPercentOfPeak": CaseRow.hbm_percent_of_peak,
+    "nvlinkTXPercentOfPeak": CaseRow.nvlink_tx_percent_of_peak,
+    "nvlinkRXPercentOfPeak": CaseRow.nvlink_rx_percent_of_peak,
+    "windowSpreadPercent": CaseRow.window_spread_percent,
+    "observedImbalance": CaseRow.observed_imbalance,
+}
+
+
+@dataclass
+class CaseFilter:
+    """Each list is 'any of'; an empty list does not filter."""
+
+    mode: list[str] = field(default_factory=list)
+    ep: list[int] = field(default_factory=list)
+    precision: list[str] = field(default_factory=list)
+    pipeline: list[str] = field(default_factory=list)
+    category: list[str] = field(default_factory=list)
+    F: list[int] = field(default_factory=list)
+    imbalance: list[float] = field(default_factory=list)
+
+    def conditions(self) -> list[ColumnElement[bool]]:
+        pairs: list[tuple[InstrumentedAttribute[Any], list[Any]]] = [
+            (CaseRow.mode, self.mode),
+            (CaseRow.ep, self.ep),
+            (CaseRow.precision, self.precision),
+            (CaseRow.pipeline, self.pipeline),
+            (CaseRow.category, self.category),
+            (CaseRow.f, self.F),
+            (CaseRow.imbalance, self.imbalance),
+        ]
+        return [column.in_(values) for column, values in pairs if values]
+
+
+def _require_report(session: Session, report_id: int) -> None:
+    if session.get(ReportRow, report_id) is None:
+        raise NotFound(f"report {report_id} does not exist")
+
+
+def list_cases(
+    session: Session,
+    report_id: int,
+    *,
+    filters: CaseFilter | None = None,
+    sort: str = "position",
+    descending: bool = False,
+    limit: int = 1000,
+    offset: int = 0,
+) -> tuple[list[CaseRow], int]:
+    _require_report(session, report_id)
+    where = [CaseRow.report_id == report_id, *(filters or CaseFilter()).conditions()]
+    column = SORTABLE[sort]
+    # Nulls last both ways, so "best first" never starts with unmeasured cases.
+    order = column.desc().nulls_last() if descending else column.asc().nulls_last()
+    total = session.execute(select(func.count(CaseRow.id)).where(*where)).scalar_one()
+    rows = session.execute(
+        select(CaseRow).where(*where).order_by(order, CaseRow.position)
+        .limit(limit).offset(offset)
+    ).scalars().all()
+    return list(rows), int(total)
+
+
+def get_case(session: Session, report_id: int, case_id: str) -> CaseRow:
+    row = session.execute(
+        select(CaseRow).where(CaseRow.report_id == report_id, CaseRow.case_id == case_id)
+    ).scalar_one_or_none()
+    if row is None:
+        _require_report(session, report_id)
+        raise NotFound(f"report {report_id} has no case {case_id!r}")
+    return row
+
+
+def facets(session: Session, report_id: int) -> dict[str, list[Any]]:
+    """Distinct values of each filterable field in one report, sorted."""
+    _require_report(session, report_id)
+    columns = {
+        "mode": CaseRow.mode, "ep": CaseRow.ep, "precision": CaseRow.precision,
+        "pipeline": CaseRow.pipeline, "category": CaseRow.category, "F": CaseRow.f,
+        "imbalance": CaseRow.imbalance,
+    }
+    return {
+        name: list(session.execute(
+            select(column).where(CaseRow.report_id == report_id).distinct().order_by(column)
+        ).scalars().all())
+        for name, column in columns.items()
+    }
+
+
+def caveat_counts(session: Session, report_id: int) -> dict[str, int]:
+    """How many cases of the report carry each caveat code."""
+    rows = session.execute(
+        select(CaveatRow.code, func.count(func.distinct(CaveatRow.case_pk)))
+        .join(CaseRow, CaseRow.id == CaveatRow.case_pk)
+        .where(CaseRow.report_id == report_id)
+        .group_by(CaveatRow.code).order_by(CaveatRow.code)
+    ).all()
+    return {code: int(n) for code, n in rows}

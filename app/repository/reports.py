@@ -1,0 +1,284 @@
+"""All queries on reports and on the cases as they are written. Helpers flush, never
+commit: the request (or CLI command) boundary commits once, so a report lands whole."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Select, func, insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from app.core.errors import Conflict, NotFound
+from app.models import CaseRow, CaveatRow, ReportRow, utcnow
+from ingest.derived import caveats, derive
+from ingest.schema import Case, Meta, Report
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    id: int
+    case_count: int
+    created: bool
+    cases_added: int = 0
+
+
+def canonical_sha256(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _insert_ignoring_conflicts(session: Session, table: Any) -> Any:
+    """INSERT ... ON CONFLICT DO NOTHING: concurrent identical posts race on the unique
+    constraint inside the database instead of on a check-then-insert in Python."""
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    if dialect == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing()
+    raise NotImplementedError(f"unsupported database dialect {dialect!r}")
+
+
+def ingest_report(session: Session, raw: dict[str, Any], report: Report) -> IngestResult:
+    """Store a validated report, or find the one it repeats (same content or runId).
+
+    ``raw`` is the parsed JSON as posted; it is what ``report.json`` gives back."""
+    meta_raw = raw["meta"]
+    extra = {k: v for k, v in raw.items() if k not in ("meta", "cases")}
+    stmt = _insert_ignoring_conflicts(session, ReportRow).values(
+        content_sha256=canonical_sha256(raw),
+        run_id=report.meta.runId,
+        date=report.meta.date,
+        gpu=report.meta.gpu,
+        source=report.meta.source,
+        meta=meta_raw,
+        extra=extra,
+        case_count=0,
+        created_at=utcnow(),
+        updated_at=utcnow(),
+    ).returning(ReportRow.id)
+    new_id = session.execute(stmt).scalar_one_or_none()
+    if new_id is not None:
+        _insert_cases(session, new_id, report.meta, raw["cases"], report.cases, start=0)
+        count = _refresh_summary(session, new_id)
+        return IngestResult(new_id, count, created=True, cases_added=count)
+
+    existing = _find_repeat(session, canonical_sha256(raw), report.meta.runId)
+    # The same runId with more cases is a runner resending: merge like an append.
+    added = 0
+    if report.cases:
+        added = append_cases(session, existing, raw["cases"], report.cases).added
+    count = session.execute(
+        select(ReportRow.case_count).where(ReportRow.id == existing)
+    ).scalar_one()
+    return IngestResult(existing, count, created=False, cases_added=added)
+
+
+def _find_repeat(session: Session, sha: str, run_id: str | None) -> int:
+    conditions = [ReportRow.content_sha256 == sha]
+    if run_id is not None:
+        conditions.append(ReportRow.run_id == run_id)
+    found = session.execute(select(ReportRow.id).where(or_(*conditions))).scalars().first()
+    if found is None:
+        # The conflicting row was deleted between our insert and this read.
+        raise Conflict("the report conflicted with another being written; retry")
+    return found
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    added: int
+    unchanged: int
+    case_count: int
+
+
+def append_cases(
+    session: Session, report_id: int, raw_cases: list[dict[str, Any]], cases: list[Case]
+) -> AppendResult:
+    """Append cases; an id already stored is a no-op when identical, else a 409."""
+    # Touching the report row first serialises appends to one report (row lock on
+    # Postgres, the write lock on SQLite) so positions and the summary stay coherent.
+    touched = session.execute(
+        update(ReportRow).where(ReportRow.id == report_id).values(updated_at=utcnow())
+        .returning(ReportRow.meta)
+    ).scalar_one_or_none()
+    if touched is None:
+        raise NotFound(f"report {report_id} does not exist")
+    meta = Meta.model_validate(touched)
+
+    ids = [c.id for c in cases]
+    stored = dict(session.execute(
+        select(CaseRow.case_id, CaseRow.content_sha256)
+        .where(CaseRow.report_id == report_id, CaseRow.case_id.in_(ids))
+    ).all())
+    conflicts = [
+        case_id for case_id, raw in zip(ids, raw_cases, strict=True)
+        if case_id in stored and stored[case_id] != canonical_sha256(raw)
+    ]
+    if conflicts:
+        raise Conflict(
+            f"case id(s) already stored with different content: {', '.join(conflicts)}"
+        )
+    new = [(raw, case) for raw, case in zip(raw_cases, cases, strict=True) if case.id not in stored]
+    if new:
+        start = session.execute(
+            select(func.coalesce(func.max(CaseRow.position) + 1, 0))
+            .where(CaseRow.report_id == report_id)
+        ).scalar_one()
+        _insert_cases(session, report_id, meta, [r for r, _ in new], [c for _, c in new], start)
+    count = _refresh_summary(session, report_id)
+    return AppendResult(added=len(new), unchanged=len(cases) - len(new), case_count=count)
+
+
+def _insert_cases(
+    session: Session,
+    report_id: int,
+    meta: Meta,
+    raw_cases: list[dict[str, Any]],
+    cases: list[Case],
+    start: int,
+) -> None:
+    if not cases:
+        return
+    rows = []
+    all_caveats = []
+    for offset, (raw, case) in enumerate(zip(raw_cases, cases, strict=True)):
+        derived = derive(meta, case)
+        all_caveats.append(caveats(meta, case, derived))
+        rows.append(_case_row(report_id, start + offset, raw, case, derived.as_dict()))
+    case_pks = session.execute(
+        insert(CaseRow).returning(CaseRow.id, sort_by_parameter_order=True), rows
+    ).scalars().all()
+    caveat_rows = [
+        {"case_pk": pk, "code": c.code, "message": c.message}
+        for pk, case_caveats in zip(case_pks, all_caveats, strict=True)
+        for c in case_caveats
+    ]
+    if caveat_rows:
+        session.execute(insert(CaveatRow), caveat_rows)
+
+
+def _case_row(
+    report_id: int, position: int, raw: dict[str, Any], case: Case, derived: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "report_id": report_id,
+        "position": position,
+        "case_id": case.id,
+        "content_sha256": canonical_sha256(raw),
+        "mode": case.mode,
+        "ep": case.ep,
+        "category": case.category,
+        "f": case.F,
+        "imbalance": case.imbalance,
+        "precision": case.precision,
+        "pipeline": case.pipeline,
+        "emulated": case.emulated,
+        "forward_ms": case.forwardMS,
+        "backward_ms": case.backwardMS,
+        "layer_ms": case.layerMS,
+        "useful_tf_per_gpu": case.usefulTFPerGPU,
+        "nvlink_tx_gbps": case.nvlinkTXGBps,
+        "nvlink_rx_gbps": case.nvlinkRXGBps,
+        "nvlink_max_tx_gbps": case.nvlinkMaxTXGBps,
+        "nvlink_max_rx_gbps": case.nvlinkMaxRXGBps,
+        "analytical_hbm_gbps": case.analyticalHBMGBps,
+        "slot_bytes": case.slotBytes,
+        "scratch_bytes": case.scratchBytes,
+        "arena_bytes": case.arenaBytes,
+        "input_bytes": case.inputBytes,
+        "host_scratch_bytes": case.hostScratchBytes,
+        "allocated_peak_gib": case.allocatedPeakGiB,
+        "reserved_peak_gib": case.reservedPeakGiB,
+        "numerical_accepted": case.numericalAccepted,
+        "graph_accepted": case.graphAccepted,
+        "allocation_retries": case.allocationRetries,
+        "ooms": case.ooms,
+        "logical_forward_payload_bytes_rank0": case.logicalForwardPayloadBytesRank0,
+        "forward_flops_per_logical_payload_byte_rank0":
+            case.forwardFlopsPerLogicalPayloadByteRank0,
+        "capacity_rows": case.capacityRows,
+        "percent_of_peak": derived["percentOfPeak"],
+        "hbm_percent_of_peak": derived["hbmPercentOfPeak"],
+        "nvlink_tx_percent_of_peak": derived["nvlinkTXPercentOfPeak"],
+        "nvlink_rx_percent_of_peak": derived["nvlinkRXPercentOfPeak"],
+        "window_spread_percent": derived["windowSpreadPercent"],
+        "observed_imbalance": derived["observedImbalance"],
+        "windows": case.windows.model_dump(mode="json", exclude_unset=True),
+        "receive_rows": case.receiveRows,
+        "saved_bytes": case.savedBytes,
+        "recompute": case.recompute,
+        "payload": raw,
+    }
+
+
+def _refresh_summary(session: Session, report_id: int) -> int:
+    count, best = session.execute(
+        select(func.count(CaseRow.id), func.max(CaseRow.percent_of_peak))
+        .where(CaseRow.report_id == report_id)
+    ).one()
+    session.execute(
+        update(ReportRow).where(ReportRow.id == report_id)
+        .values(case_count=count, best_percent_of_peak=best)
+    )
+    return int(count)
+
+
+def get_report(session: Session, report_id: int) -> ReportRow:
+    row = session.get(ReportRow, report_id)
+    if row is None:
+        raise NotFound(f"report {report_id} does not exist")
+    return row
+
+
+def _list_query(q: str | None, gpu: str | None) -> Select[ReportRow]:
+    query = select(ReportRow)
+    if gpu:
+        query = query.where(ReportRow.gpu == gpu)
+    if q:
+        pattern = f"%{q.lower()}%"
+        query = query.where(or_(
+            func.lower(ReportRow.gpu).like(pattern),
+            func.lower(func.coalesce(ReportRow.source, "")).like(pattern),
+            func.lower(ReportRow.date).like(pattern),
+            func.lower(func.coalesce(ReportRow.run_id, "")).like(pattern),
+        ))
+    return query
+
+
+def list_reports(
+    session: Session, *, limit: int, offset: int, q: str | None = None, gpu: str | None = None
+) -> tuple[list[ReportRow], int]:
+    """Newest first."""
+    query = _list_query(q, gpu)
+    total = session.execute(
+        select(func.count()).select_from(query.subquery())
+    ).scalar_one()
+    rows = session.execute(
+        query.order_by(ReportRow.created_at.desc(), ReportRow.id.desc())
+        .limit(limit).offset(offset)
+    ).scalars().all()
+    return list(rows), int(total)
+
+
+def delete_report(session: Session, report_id: int) -> None:
+    row = get_report(session, report_id)
+    session.delete(row)
+    session.flush()
+
+
+def report_document(session: Session, report_id: int) -> dict[str, Any]:
+    """The report exactly as posted (plus appended cases, in arrival order)."""
+    row = get_report(session, report_id)
+    payloads = session.execute(
+        select(CaseRow.payload).where(CaseRow.report_id == report_id)
+        .order_by(CaseRow.position)
+    ).scalars().all()
+    return {"meta": row.meta, "cases": list(payloads), **(row.extra or {})}
+
+
+def count_reports(session: Session) -> int:
+    return int(session.execute(select(func.count(ReportRow.id))).scalar_one())

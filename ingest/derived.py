@@ -1,0 +1,140 @@
+"""Derived metrics and caveat codes of DESIGN.md, pure functions over one report's data.
+
+Every figure is computed from the report's own meta (its peaks), never from constants.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ingest.schema import Case, Meta
+
+NOISY_WINDOW_SPREAD_PERCENT = 5.0
+
+# Which meta note qualifies which figures, for the API and the dashboard alike.
+NOTE_QUALIFIES: dict[str, str] = {
+    "peakNote": "% of peak",
+    "timingNote": "times and throughput",
+    "bandwidthNote": "NVLink and HBM",
+    "placementNote": "every cross-EP comparison",
+    "memoryNote": "memory",
+}
+
+
+@dataclass(frozen=True)
+class ReportNote:
+    key: str
+    qualifies: str | None
+    text: str
+
+
+def report_notes(meta: Mapping[str, Any]) -> list[ReportNote]:
+    """Report-level caveats: every ``*Note`` of the meta, verbatim, known or not."""
+    return [
+        ReportNote(key, NOTE_QUALIFIES.get(key), value)
+        for key, value in meta.items()
+        if key.endswith("Note") and isinstance(value, str)
+    ]
+
+
+@dataclass(frozen=True)
+class Derived:
+    percentOfPeak: float | None
+    hbmPercentOfPeak: float | None
+    nvlinkTXPercentOfPeak: float | None
+    nvlinkRXPercentOfPeak: float | None
+    windowSpreadPercent: float | None
+    observedImbalance: float | None
+
+    def as_dict(self) -> dict[str, float | None]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Caveat:
+    code: str
+    message: str
+
+
+def _percent(value: float | None, peak: float | None) -> float | None:
+    if value is None or not peak:
+        return None
+    return value / peak * 100.0
+
+
+def peak_for(meta: Meta, precision: str) -> float | None:
+    return meta.theoreticalTFPerGPU.get(precision)
+
+
+def window_spread_percent(windows: list[float]) -> float | None:
+    if not windows:
+        return None
+    return (max(windows) - min(windows)) / statistics.median(windows) * 100.0
+
+
+def observed_imbalance(receive_rows: list[int]) -> float | None:
+    if not receive_rows:
+        return None
+    mean = sum(receive_rows) / len(receive_rows)
+    return max(receive_rows) / mean if mean else None
+
+
+def derive(meta: Meta, case: Case) -> Derived:
+    raw_percent = _percent(case.usefulTFPerGPU, peak_for(meta, case.precision))
+    return Derived(
+        percentOfPeak=None if case.emulated else raw_percent,
+        hbmPercentOfPeak=_percent(case.analyticalHBMGBps, meta.theoreticalHBMGBps),
+        nvlinkTXPercentOfPeak=_percent(case.nvlinkTXGBps, meta.theoreticalNVLinkGBpsPerDirection),
+        nvlinkRXPercentOfPeak=_percent(case.nvlinkRXGBps, meta.theoreticalNVLinkGBpsPerDirection),
+        windowSpreadPercent=window_spread_percent(case.windows.combined),
+        observedImbalance=observed_imbalance(case.receiveRows),
+    )
+
+
+def caveats(meta: Meta, case: Case, derived: Derived | None = None) -> list[Caveat]:
+    d = derived or derive(meta, case)
+    peak = peak_for(meta, case.precision)
+    out: list[Caveat] = []
+
+    def add(code: str, message: str) -> None:
+        out.append(Caveat(code, message))
+
+    if case.numericalAccepted is False:
+        add("numerical_not_accepted", "output failed the numerical check against the reference")
+    if case.graphAccepted is False:
+        add("graph_not_accepted", "the CUDA-graph replay did not reproduce the eager result")
+    if case.ooms > 0:
+        add("oom", f"{case.ooms} out-of-memory event(s) during the case")
+    if case.allocationRetries > 0:
+        add("allocation_retries", f"{case.allocationRetries} allocator retries during the case")
+    if any(case.recompute):
+        layers = sum(case.recompute)
+        add("recompute", f"{layers} layer(s) recomputed activations to fit capacity")
+    if d.windowSpreadPercent is not None and d.windowSpreadPercent > NOISY_WINDOW_SPREAD_PERCENT:
+        add("noisy_windows",
+            f"timing windows spread {d.windowSpreadPercent:.1f} % of their median "
+            f"(> {NOISY_WINDOW_SPREAD_PERCENT:g} %)")
+    if case.ep > 1 and case.logicalForwardPayloadBytesRank0 == 0:
+        add("local_only_payload", "every routed row stayed on its rank: no EP traffic measured")
+    if peak is None:
+        add("no_peak", f"the report gives no theoretical peak for precision {case.precision!r}")
+    if case.nvlinkTXGBps is None or case.nvlinkRXGBps is None:
+        add("nvlink_not_measured", "NVLink traffic was not measured for this case")
+    if not case.emulated and peak is not None and case.usefulTFPerGPU > peak:
+        add("above_peak",
+            f"useful throughput {case.usefulTFPerGPU:.1f} TFLOP/s exceeds the "
+            f"{case.precision} peak {peak:g} TFLOP/s: a data error")
+    if case.emulated:
+        add("emulated",
+            f"{case.precision} was emulated in bf16: numerics are faithful, speed is not")
+    return out
+
+
+CAVEAT_CODES = (
+    "numerical_not_accepted", "graph_not_accepted", "oom", "allocation_retries", "recompute",
+    "noisy_windows", "local_only_payload", "no_peak", "nvlink_not_measured", "above_peak",
+    "emulated",
+)

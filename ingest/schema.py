@@ -1,0 +1,114 @@
+"""Pydantic v2 models of the wire format (DESIGN.md, "The wire format").
+
+The same models validate a report in the service and build one in the runner, so the
+runner cannot post what the service rejects. Every model keeps unknown fields
+(``extra="allow"``): a newer runner may add metrics before the service knows them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Postgres BIGINT: integer metrics become real columns, so they must fit one.
+INT64_MAX = 2**63 - 1
+
+PositiveMS = Annotated[float, Field(gt=0)]
+NonNegativeFloat = Annotated[float, Field(ge=0)]
+Count = Annotated[int, Field(ge=0, le=INT64_MAX)]
+Bytes = Annotated[int, Field(ge=0, le=INT64_MAX)]
+PositiveCount = Annotated[int, Field(gt=0, le=INT64_MAX)]
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class WireModel(BaseModel):
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False, populate_by_name=True)
+
+
+class Shape(WireModel):
+    T: PositiveCount
+    D: PositiveCount
+    E: PositiveCount
+    K: PositiveCount
+    defaultF: PositiveCount | None = None
+    layers: PositiveCount | None = None
+    sharedExperts: Count | None = None
+
+
+class Meta(WireModel):
+    date: Name
+    gpu: Name
+    shape: Shape
+    theoreticalTFPerGPU: dict[Name, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
+    theoreticalHBMGBps: Annotated[float, Field(gt=0)] | None = None
+    theoreticalNVLinkGBpsPerDirection: Annotated[float, Field(gt=0)] | None = None
+    theoreticalNVLinkGBpsBidirectional: Annotated[float, Field(gt=0)] | None = None
+    source: str | None = None
+    runId: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+
+
+class Windows(WireModel):
+    combined: Annotated[list[PositiveMS], Field(min_length=1)]
+    forward: Annotated[list[PositiveMS], Field(min_length=1)] | None = None
+    backward: Annotated[list[PositiveMS], Field(min_length=1)] | None = None
+
+
+class Case(WireModel):
+    id: Annotated[str, Field(min_length=1, max_length=300)]
+    mode: Literal["inference", "training"]
+    ep: PositiveCount
+    category: Name
+    F: PositiveCount
+    imbalance: Annotated[float, Field(ge=1)]
+    precision: Name
+    pipeline: Name
+    forwardMS: PositiveMS
+    backwardMS: PositiveMS | None = None
+    layerMS: PositiveMS
+    windows: Windows
+    usefulTFPerGPU: NonNegativeFloat
+    nvlinkTXGBps: NonNegativeFloat | None = None
+    nvlinkRXGBps: NonNegativeFloat | None = None
+    nvlinkMaxTXGBps: NonNegativeFloat | None = None
+    nvlinkMaxRXGBps: NonNegativeFloat | None = None
+    analyticalHBMGBps: NonNegativeFloat | None = None
+    receiveRows: list[Count] = Field(default_factory=list)
+    slotBytes: Bytes | None = None
+    scratchBytes: Bytes | None = None
+    arenaBytes: Bytes | None = None
+    savedBytes: list[Bytes] = Field(default_factory=list)
+    inputBytes: Bytes | None = None
+    hostScratchBytes: Bytes | None = None
+    allocatedPeakGiB: NonNegativeFloat | None = None
+    reservedPeakGiB: NonNegativeFloat | None = None
+    recompute: list[bool] = Field(default_factory=list)
+    numericalAccepted: bool | None = None
+    graphAccepted: bool | None = None
+    allocationRetries: Count = 0
+    ooms: Count = 0
+    logicalForwardPayloadBytesRank0: Bytes | None = None
+    forwardFlopsPerLogicalPayloadByteRank0: NonNegativeFloat | None = None
+    capacityRows: Count | None = None
+    emulated: bool = False
+
+
+class Report(WireModel):
+    """A whole report. Case ids are checked unique by ``ingest.validate``, which can
+    name the offending index; a model validator could only blame the whole list."""
+
+    meta: Meta
+    cases: list[Case]
+
+
+class CaseList(BaseModel):
+    """Body of ``POST /reports/{id}/cases``: cases to append to an existing report."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cases: Annotated[list[Case], Field(min_length=1)]
+
+
+def wire_dict(model: BaseModel) -> dict[str, Any]:
+    """The model as wire JSON: known and unknown fields, nothing added by defaults."""
+    return model.model_dump(mode="json", exclude_unset=True)
