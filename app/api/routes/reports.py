@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response
@@ -169,7 +170,5 @@ def delete_report(report_id: int, _token: AdminToken, session: SessionDep) -> Re
 
 
 def _dumps(document: dict[str, Any]) -> bytes:
-    import json
-
     # Python's float repr is the shortest round-tripping form: floats come back exact.
     return json.dumps(document, ensure_ascii=False, allow_nan=False).encode("utf-8")
