@@ -8,10 +8,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from api_helpers import REPORTS, error_detail, row_counts, small_report
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from api_helpers import REPORTS, error_detail, row_counts, small_report
 from app.main import create_app
 from db.migrate import head_revision
 
@@ -195,6 +195,8 @@ def test_reports_search(client: TestClient, three_reports: list[int]) -> None:
     assert found(q="cluster") == [mi355]  # source
     assert found(q="beta") == [gb300]  # run id
     assert found(q="nothing-like-this") == []
+    # LIKE wildcards in the search text are literal characters.
+    assert found(q="%") == [] and found(q="_") == [] and found(q="lab_a") == []
     assert found(gpu="AMD MI355X") == [mi355]
 
 
@@ -460,3 +462,41 @@ def test_every_error_has_the_shared_shape(
     ]
     for response, status in responses:
         error_detail(response, status)
+
+
+def test_out_of_range_and_nul_parameters_are_422_not_500(
+    client: TestClient, auth: Auth, reference: Body
+) -> None:
+    report_id = _post(client, small_report(reference, 1), auth("ingest"))["id"]
+    cases = f"{REPORTS}/{report_id}/cases"
+    huge = 10**20
+    gets = [
+        f"{REPORTS}/{2**31}", f"{REPORTS}/{huge}", f"{REPORTS}/{huge}/cases",
+        f"{REPORTS}/{huge}/report.json", f"{REPORTS}/{huge}/cases/x", f"{REPORTS}?offset={huge}",
+        f"{cases}?offset={huge}", f"{cases}?ep={2**31}", f"{cases}?F={huge}", f"{cases}?ep=0",
+        f"{REPORTS}?q=a%00b", f"{REPORTS}?gpu=%00", f"{cases}?precision=%00",
+        f"{cases}?pipeline=x&pipeline=%00", f"{cases}?category=%00", f"{cases}/a%00b",
+    ]
+    for url in gets:
+        error_detail(client.get(url), 422, "validation_error")
+    error_detail(client.delete(f"{REPORTS}/{huge}", headers=auth("admin")), 422)
+    error_detail(client.post(f"{REPORTS}/{huge}/cases", json={"cases": reference["cases"][:1]},
+                             headers=auth("ingest")), 422)
+    # The largest values that fit are fine: nothing there.
+    assert client.get(f"{REPORTS}?offset={2**63 - 1}").json()["items"] == []
+    assert client.get(f"{cases}?ep={2**31 - 1}&F={2**63 - 1}").json()["total"] == 0
+    error_detail(client.get(f"{REPORTS}/{2**31 - 1}"), 404, "not_found")
+
+
+def test_case_ids_with_url_characters(client: TestClient, auth: Auth, reference: Body) -> None:
+    from urllib.parse import quote
+
+    body = small_report(reference, 3)
+    ids = ["ep8/bf16", "a b?c=d#e", "100% ünï"]
+    for case, case_id in zip(body["cases"], ids, strict=True):
+        case["id"] = case_id
+    report_id = _post(client, body, auth("ingest"))["id"]
+    for case_id in ids:
+        response = client.get(f"{REPORTS}/{report_id}/cases/{quote(case_id, safe='')}")
+        assert response.status_code == 200, (case_id, response.text)
+        assert response.json()["id"] == case_id

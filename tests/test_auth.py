@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from api_helpers import REPORTS, error_detail, row_counts, small_report
 from fastapi.testclient import TestClient
 from httpx import Response
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from api_helpers import REPORTS, error_detail, row_counts, small_report
 from app.repository import tokens
 
 Auth = Callable[[str], dict[str, str]]

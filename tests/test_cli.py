@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from api_helpers import row_counts, small_report
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from api_helpers import row_counts, small_report
 from app.cli import main
 from app.repository import tokens
 from db.migrate import head_revision

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from api_helpers import REPORTS
 from fastapi.testclient import TestClient
 
-from api_helpers import REPORTS
 from ingest.derived import (
     CAVEAT_CODES,
     NOTE_QUALIFIES,
@@ -236,6 +236,31 @@ def test_window_spread_percent() -> None:
     assert window_spread_percent([1.0, 2.0, 3.0, 4.0]) == approx((4.0 - 1.0) / 2.5 * 100)
     assert window_spread_percent([5.0]) == 0.0
     assert window_spread_percent([]) is None
+
+
+def test_ratios_that_overflow_are_no_value() -> None:
+    # Finite inputs, an infinite ratio: JSON has no infinity, and a sort would put it first.
+    assert window_spread_percent([1e-320, 1e-320, 1e308]) is None
+    assert window_spread_percent([1e-300, 1e300, 1e300]) == approx((1e300 - 1e-300) / 1e300 * 100)
+
+
+def test_overflowing_percentages_come_back_null(
+    client: TestClient, auth: Auth, reference: Body
+) -> None:
+    body = {"meta": reference["meta"], "cases": reference["cases"][:2]}
+    body["meta"]["theoreticalTFPerGPU"]["bf16"] = 1e-300  # case 0 is bf16
+    body["cases"][0]["usefulTFPerGPU"] = 1e10  # 1e10 / 1e-300 * 100 overflows
+    body["cases"][1]["windows"]["combined"] = [1e-320, 1e-320, 1e308]
+    response = client.post(REPORTS, json=body, headers=auth("ingest"))
+    assert response.status_code == 201, response.text
+    report_id = response.json()["id"]
+    first, second = client.get(f"{REPORTS}/{report_id}/cases").json()["items"]
+    assert first["percentOfPeak"] is None and {c["code"] for c in first["caveats"]} == {
+        "above_peak"}
+    assert second["windowSpreadPercent"] is None
+    assert second["percentOfPeak"] == approx(second["usefulTFPerGPU"] / 5000 * 100)
+    detail = client.get(f"{REPORTS}/{report_id}").json()
+    assert detail["bestPercentOfPeak"] == second["percentOfPeak"]
 
 
 def test_observed_imbalance() -> None:

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from api_helpers import REPORTS, error_detail, problems, row_counts, small_report
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from api_helpers import REPORTS, error_detail, problems, row_counts, small_report
 from ingest.validate import (
     MAX_DEPTH,
     InvalidPayload,
@@ -108,12 +108,16 @@ BAD_REPORTS: dict[str, tuple[Callable[[Body], Any], int, list[tuple[str, str]]]]
     "ep fractional": (_set("cases.0.ep", 8.5), 422, [("cases[0].ep", "Input should be*")]),
     "ep zero": (_set("cases.0.ep", 0), 422, [("cases[0].ep", "must be > 0")]),
     "ep past int64": (_set("cases.0.ep", 2**63), 422, [("cases[0].ep", "must be <= *")]),
+    # ep is an INTEGER column: 2**31 passed validation, then Postgres failed (a 500).
+    "ep past int32": (_set("cases.0.ep", 2**31), 422, [("cases[0].ep", "must be <= 2.14748e+09")]),
+    "F past int64": (_set("cases.0.F", 2**63), 422, [("cases[0].F", "must be <= 9.22337e+18")]),
     "mode unknown": (_set("cases.0.mode", "serving"), 422, [("cases[0].mode", "Input should be*")]),
     "layerMS as string": (_set("cases.0.layerMS", "fast"), 422,
                           [("cases[0].layerMS", "Input should be a valid number*")]),
     "check as string": (_set("cases.0.numericalAccepted", "yes"), 422,
                         [("cases[0].numericalAccepted", "Input should be a valid boolean*")]),
-    "cases not a list": (_set("cases", {"a": 1}), 422, [("cases", "Input should be a valid list*")]),
+    "cases not a list": (_set("cases", {"a": 1}), 422,
+                         [("cases", "Input should be a valid list*")]),
     "case not an object": (_set("cases.1", 5), 422, [("cases[1]", "Input should be*")]),
     "meta not an object": (_set("meta", "gb300"), 422, [("meta", "Input should be*")]),
     "peak negative": (_set("meta.theoreticalTFPerGPU.bf16", -1), 422,
