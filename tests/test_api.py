@@ -338,6 +338,7 @@ def test_delete_removes_report_and_cases(
     # Deleted, it can be posted again as a new report.
     again = client.post(REPORTS, json=small_report(reference, 3), headers=headers)
     assert again.status_code == 201 and again.json()["created"] is True
+    assert again.json()["id"] > gone  # ids are never reused (SQLite too)
 
 
 # --- body size limit ------------------------------------------------------------------
