@@ -12,6 +12,7 @@ from api_helpers import REPORTS, error_detail, row_counts, small_report
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
+from app.core.config import get_settings
 from app.main import create_app
 from db.migrate import head_revision
 
@@ -501,3 +502,19 @@ def test_case_ids_with_url_characters(client: TestClient, auth: Auth, reference:
         response = client.get(f"{REPORTS}/{report_id}/cases/{quote(case_id, safe='')}")
         assert response.status_code == 200, (case_id, response.text)
         assert response.json()["id"] == case_id
+
+
+def test_readyz_is_503_on_a_database_without_migrations(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # Not through settings_env: that one is parametrized over both databases.
+    monkeypatch.setenv("MOESCOPE_DATABASE_URL", f"sqlite:///{tmp_path / 'empty.db'}")
+    get_settings.cache_clear()
+    try:
+        with TestClient(create_app()) as client:
+            assert client.get("/healthz").status_code == 200
+            detail = error_detail(client.get("/readyz"), 503, "database_not_migrated")
+            assert "moescope db upgrade" in detail
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
