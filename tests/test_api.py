@@ -198,6 +198,8 @@ def test_reports_search(client: TestClient, three_reports: list[int]) -> None:
     assert found(q="nothing-like-this") == []
     # LIKE wildcards in the search text are literal characters.
     assert found(q="%") == [] and found(q="_") == [] and found(q="lab_a") == []
+    detail = error_detail(client.get(REPORTS, params={"q": "x" * 201}), 422)
+    assert detail[0]["path"] == "q" and "200 characters" in detail[0]["msg"]
     assert found(gpu="AMD MI355X") == [mi355]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Response
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, StringConstraints
 
 from app.api.deps import AdminToken, IngestToken, JsonBody, ReadAccess
 from app.api.openapi import body_schema
@@ -40,6 +40,7 @@ def _no_nul(text: str) -> str:
 ReportId = Annotated[int, Path(ge=1, le=INT32_MAX)]
 Offset = Annotated[int, Query(ge=0, le=INT64_MAX)]
 Text = Annotated[str, AfterValidator(_no_nul)]
+ShortText = Annotated[str, StringConstraints(max_length=200), AfterValidator(_no_nul)]
 EpValue = Annotated[int, Field(ge=1, le=INT32_MAX)]
 FValue = Annotated[int, Field(ge=1, le=INT64_MAX)]
 
@@ -96,9 +97,9 @@ def list_reports(
     session: SessionDep,
     limit: Annotated[int, Query(ge=1)] = 20,
     offset: Offset = 0,
-    q: Annotated[Text | None, Query(max_length=200, description="Search GPU, source, date")]
+    q: Annotated[ShortText | None, Query(description="Search GPU, source, date")]
     = None,
-    gpu: Annotated[Text | None, Query(max_length=200)] = None,
+    gpu: Annotated[ShortText | None, Query()] = None,
 ) -> ReportPage:
     """Reports, newest first. ``limit`` is capped at MOESCOPE_PAGE_SIZE_MAX."""
     limit = min(limit, get_settings().page_size_max)
