@@ -190,12 +190,16 @@ def test_bad_reports_are_rejected_and_store_nothing(
     headers = auth("ingest")
     for name, (mutate, status, expected) in BAD_REPORTS.items():
         with subtests.test(name):
+            # Compared with just before, so one wrongly stored report fails only its own
+            # subtest (and the check after the loop), not every later one.
+            before = row_counts(session), client.get(REPORTS).json()["total"]
             body = mutate(small_report(reference, 4))
             got = problems(_post(client, REPORTS, body, headers), status)
             for problem in expected:
                 assert _matches(problem, got), (problem, got)
-            assert row_counts(session) == (0, 0, 0)
-            assert client.get(REPORTS).json()["total"] == 0
+            assert (row_counts(session), client.get(REPORTS).json()["total"]) == before
+    assert row_counts(session) == (0, 0, 0)
+    assert client.get(REPORTS).json()["total"] == 0
 
 
 def test_every_problem_of_a_report_is_listed(
@@ -285,11 +289,12 @@ def test_bad_appends_are_rejected_and_change_nothing(
     created = client.post(REPORTS, json=small_report(reference, 2), headers=headers)
     assert created.status_code == 201, created.text
     report_id = created.json()["id"]
-    before = client.get(f"{REPORTS}/{report_id}/report.json").json()
-    counts = row_counts(session)
+    original = client.get(f"{REPORTS}/{report_id}/report.json").json()
 
     for name, (mutate, status, expected) in BAD_APPENDS.items():
         with subtests.test(name):
+            counts = row_counts(session)
+            before = client.get(f"{REPORTS}/{report_id}/report.json").json()
             body = mutate(_new_cases(reference))
             got = problems(_post(client, f"{REPORTS}/{report_id}/cases", body, headers), status)
             for path, msg in expected:
@@ -300,7 +305,8 @@ def test_bad_appends_are_rejected_and_change_nothing(
                     assert _matches((path, msg), got), ((path, msg), got)
             assert row_counts(session) == counts
             assert client.get(f"{REPORTS}/{report_id}/report.json").json() == before
-            assert client.get(f"{REPORTS}/{report_id}").json()["caseCount"] == 2
+    assert client.get(f"{REPORTS}/{report_id}").json()["caseCount"] == 2
+    assert client.get(f"{REPORTS}/{report_id}/report.json").json() == original
 
 
 # --- ingest.validate without a server -------------------------------------------------
