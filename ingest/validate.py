@@ -63,9 +63,10 @@ def format_path(loc: Loc) -> str:
 
 
 def _printable(text: str) -> str:
-    """The text with lone surrogates escaped (``\\ud800``): a key that carries one must
-    still be nameable in an error, and an error body must encode as UTF-8."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    """The text with lone surrogates and NUL escaped (``\\ud800``, ``\\x00``): a key
+    that carries one must still be nameable in an error, an error body must encode as
+    UTF-8, and ``moescope ingest`` prints paths to a terminal."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 def parse_json(body: bytes | str) -> Any:

@@ -320,6 +320,7 @@ def test_format_path() -> None:
     assert format_path((1, "a")) == "[1].a"
     # A lone surrogate is escaped, so the path can be printed and sent as UTF-8.
     assert format_path(("cases", 0, "k\ud800")) == "cases[0].k\\ud800"
+    assert format_path(("cases", 0, "k\x00")) == "cases[0].k\\x00"
     assert str(Problem(("cases", 3, "layerMS"), "must be > 0", "greater_than")) == (
         "cases[3].layerMS: must be > 0"
     )
