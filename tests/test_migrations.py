@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from conftest import fresh_postgres_database
 from sqlalchemy import create_engine, inspect, pool
 
 from app.models import Base
 from db.migrate import downgrade, head_revision, upgrade
-from tests.conftest import fresh_postgres_database
 
 TABLES = {"reports", "cases", "caveats", "api_tokens"}
 
