@@ -145,12 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
     create = token_sub.add_parser("create", help="create a token and print it once")
     create.add_argument("name")
     create.add_argument("--scope", choices=("read", "ingest", "admin"), required=True)
-    listing = token_sub.add_parser("list", help="list tokens (never the tokens themselves)")
+    token_list = token_sub.add_parser("list", help="list tokens (never the tokens themselves)")
     revoke = token_sub.add_parser("revoke", help="revoke a token by id or name")
     revoke.add_argument("ident", metavar="ID|NAME")
-    # On each subcommand, as for ``db``: given on ``token`` itself, the option would not
-    # be accepted after the subcommand's own arguments (``token create NAME ... --database-url``).
-    for p in (create, listing, revoke):
+    # On each leaf, like `db`: `moescope token create NAME --database-url URL`.
+    for p in (create, token_list, revoke):
         _add_database_option(p)
     token.set_defaults(func=cmd_token)
 
