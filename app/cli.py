@@ -22,6 +22,23 @@ def _database_url(args: argparse.Namespace) -> str:
     return str(getattr(args, "database_url", None) or get_settings().database_url)
 
 
+def _unmigrated(url: str) -> str | None:
+    """Why the database cannot be used as it is, or None when it is at the head."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.core.db import engine_for
+    from db.migrate import current_revision, head_revision
+
+    try:
+        current = current_revision(engine_for(url))
+    except SQLAlchemyError as exc:
+        return f"cannot reach the database: {exc.__class__.__name__}: {exc.orig or exc}"
+    if current != head_revision():
+        return (f"the database is at revision {current or 'none (empty)'}, not the head "
+                f"{head_revision()}: run `moescope db upgrade` first")
+    return None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -77,7 +94,12 @@ def cmd_token(args: argparse.Namespace) -> int:
     from app.core.errors import NotFound
     from app.repository import tokens
 
-    with Session(engine_for(_database_url(args))) as session:
+    url = _database_url(args)
+    problem = _unmigrated(url)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    with Session(engine_for(url)) as session:
         if args.token_command == "create":
             row, token = tokens.create_token(session, args.name, args.scope)
             session.commit()
@@ -105,6 +127,10 @@ def cmd_token(args: argparse.Namespace) -> int:
 def cmd_ingest(args: argparse.Namespace) -> int:
     from app.ingest_files import ingest_files
 
+    problem = None if args.url else _unmigrated(_database_url(args))
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     return ingest_files(
         [Path(f) for f in args.files], database_url=None if args.url else _database_url(args),
         url=args.url, token=args.token,
