@@ -24,15 +24,17 @@ def _database_url(args: argparse.Namespace) -> str:
 
 def _unmigrated(url: str) -> str | None:
     """Why the database cannot be used as it is, or None when it is at the head."""
-    from sqlalchemy.exc import SQLAlchemyError
+    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
     from app.core.db import engine_for
     from db.migrate import current_revision, head_revision
 
     try:
         current = current_revision(engine_for(url))
+    except DBAPIError as exc:
+        return f"cannot reach the database: {exc.__class__.__name__}: {exc.orig}"
     except SQLAlchemyError as exc:
-        return f"cannot reach the database: {exc.__class__.__name__}: {exc.orig or exc}"
+        return f"cannot reach the database: {exc}"
     if current != head_revision():
         return (f"the database is at revision {current or 'none (empty)'}, not the head "
                 f"{head_revision()}: run `moescope db upgrade` first")
