@@ -102,6 +102,18 @@ def list_cases(
     return list(rows), int(total)
 
 
+def all_cases(
+    session: Session, report_id: int, filters: CaseFilter | None = None
+) -> list[CaseRow]:
+    """Every case of a report that passes the filters, in report order (the dashboard
+    draws them all: no paging)."""
+    _require_report(session, report_id)
+    where = [CaseRow.report_id == report_id, *(filters or CaseFilter()).conditions()]
+    return list(session.execute(
+        select(CaseRow).where(*where).order_by(CaseRow.position)
+    ).scalars().all())
+
+
 def get_case(session: Session, report_id: int, case_id: str) -> CaseRow:
     row = session.execute(
         select(CaseRow).where(CaseRow.report_id == report_id, CaseRow.case_id == case_id)
