@@ -420,9 +420,9 @@ def scaling(cases: Sequence[Case], meta: Meta) -> go.Figure:
         "Scaling of useful throughput (each line: one matching configuration)",
         "useful TFLOP/s per GPU",
         xaxis={"title": _title("expert width F"), "type": "log", "domain": [0.0, 0.46],
-               "anchor": "y"},
+               "anchor": "y", "tickvals": sorted({c["F"] for c in cases})},
         xaxis2={"title": _title("EP (ranks)"), "type": "log", "domain": [0.54, 1.0],
-                "anchor": "y2"},
+                "anchor": "y2", "tickvals": sorted({c["ep"] for c in cases})},
         yaxis2={"title": _title("useful TFLOP/s per GPU"), "anchor": "x2"},
     )
     return figure(data, layout)
