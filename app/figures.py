@@ -4,9 +4,10 @@ Input is what the API gives: case dicts as ``case_out`` returns them (wire field
 derived ones) and the report's ``meta`` dict. Nothing here touches a database or Dash, so
 the dashboard and a static HTML export build the very same figures.
 
-Traces and layouts are written as plain plotly dicts and wrapped once, unvalidated:
-plotly's per-property validation costs several times the building itself, which a filter
-callback redrawing nine charts cannot afford. The tests validate every figure instead.
+Each chart is first a *spec*, the figure as plain plotly data, then a ``go.Figure`` wrapped
+around it unvalidated: plotly's validation and its deep copies cost several times the
+building itself, which a filter callback redrawing nine charts cannot afford. The
+dashboard hands specs straight to ``dcc.Graph``; the tests validate every figure.
 
 Every string that comes from a report goes through :func:`text`: plotly renders a small
 HTML subset in hover text, legends and titles, and a report's strings must show literally.
@@ -19,6 +20,7 @@ import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import plotly.graph_objects as go
@@ -26,6 +28,7 @@ import plotly.graph_objects as go
 Case = dict[str, Any]
 Meta = dict[str, Any]
 Trace = dict[str, Any]
+Spec = dict[str, Any]  # a plotly figure as plain data: {"data": [...], "layout": {...}}
 
 GIB = float(2**30)
 
@@ -60,7 +63,13 @@ def pipeline_pattern(pipeline: str) -> str:
 
 def text(value: Any) -> str:
     """A report's string, escaped so plotly shows it literally instead of as markup."""
-    return html.escape(str(value), quote=False)
+    return _escape(str(value))
+
+
+@lru_cache(maxsize=65536)
+def _escape(value: str) -> str:
+    # Cached: every chart escapes every case id of the view again.
+    return html.escape(value, quote=False)
 
 
 def _fmt(value: Any, digits: int = 1, unit: str = "") -> str:
@@ -71,11 +80,10 @@ def _fmt(value: Any, digits: int = 1, unit: str = "") -> str:
     return f"{value}{unit}"
 
 
-def _hover(case: Case, *lines: str) -> str:
-    head = (f"<b>{text(case['id'])}</b><br>{text(case['mode'])} · EP{text(case['ep'])} · "
-            f"{text(case['precision'])} · {text(case['pipeline'])} · F={text(case['F'])} · "
-            f"imbalance {text(case['imbalance'])}")
-    return "<br>".join([head, *lines])
+def _template(*lines: str) -> str:
+    """Hover text: the case id (customdata[0], escaped), then the given lines. One template
+    per trace instead of a string per point keeps a 5,000-case view small."""
+    return "<br>".join(["<b>%{customdata[0]}</b>", *lines]) + "<extra>%{fullData.name}</extra>"
 
 
 def _series_key(case: Case) -> tuple[str, str]:
@@ -115,9 +123,12 @@ _TEMPLATE: dict[str, Any] = {"layout": {
 }}
 
 
-def figure(data: Sequence[Trace], layout: dict[str, Any]) -> go.Figure:
-    return go.Figure(data=list(data), layout={"template": _TEMPLATE, **layout},
-                     _validate=False)
+def figure(data: Sequence[Trace], layout: dict[str, Any]) -> Spec:
+    return {"data": list(data), "layout": {"template": _TEMPLATE, **layout}}
+
+
+def to_figure(spec: Spec) -> go.Figure:
+    return go.Figure(data=spec["data"], layout=spec["layout"], _validate=False)
 
 
 def _title(value: str) -> dict[str, str]:
@@ -134,11 +145,14 @@ def _layout(title: str, y_title: str, *, height: int = 420, **extra: Any) -> dic
 
 
 def _case_axis(cases: Sequence[Case], **extra: Any) -> dict[str, Any]:
-    """Cases along an axis in report order, whatever the trace order; ids are long, so
-    tick labels show only for small views (hover gives the id)."""
-    return {"title": _title("case (report order; hover for id)"), "type": "category",
-            "categoryorder": "array", "categoryarray": [text(c["id"]) for c in cases],
-            "showticklabels": len(cases) <= 30, **extra}
+    """Cases along x by their position in the view, in report order; ids are long, so they
+    label the ticks of small views only (hover gives the id)."""
+    axis: dict[str, Any] = {"title": _title("case, in view order (hover for the id)"),
+                            "zeroline": False, "showticklabels": len(cases) <= 30}
+    if len(cases) <= 30:
+        axis.update(tickvals=list(range(len(cases))), ticktext=[text(c["id"]) for c in cases],
+                    tickangle=-40)
+    return {**axis, **extra}
 
 
 def _hline(y: float | None, label: str, yref: str = "y") -> tuple[list[Any], list[Any]]:
@@ -153,45 +167,55 @@ def _hline(y: float | None, label: str, yref: str = "y") -> tuple[list[Any], lis
     return [shape], [note]
 
 
-def _scatter(group: Sequence[Case], key: tuple[str, str], y: Sequence[Any],
-             hover: Sequence[str], **extra: Any) -> Trace:
+def _positions(cases: Sequence[Case]) -> dict[str, int]:
+    return {str(c["id"]): i for i, c in enumerate(cases)}
+
+
+def _custom(group: Sequence[Case], *values: Callable[[Case], Any]) -> list[list[Any]]:
+    return [[text(c["id"]), *(v(c) for v in values)] for c in group]
+
+
+def _scatter(group: Sequence[Case], key: tuple[str, str], x: Sequence[Any], y: Sequence[Any],
+             custom: list[list[Any]], template: str, **extra: Any) -> Trace:
     trace: Trace = {
-        "type": "scatter", "mode": "markers", "x": [text(c["id"]) for c in group],
-        "y": list(y), "name": _series_name(key), "legendgroup": _series_name(key),
-        "marker": _marker(key), "hovertext": list(hover), "hoverinfo": "text",
+        "type": "scatter", "mode": "markers", "x": list(x), "y": list(y),
+        "name": _series_name(key), "legendgroup": _series_name(key), "marker": _marker(key),
+        "customdata": custom, "hovertemplate": template,
     }
     trace.update(extra)
     return trace
 
 
-def _per_case(cases: Sequence[Case], value: Callable[[Case], Any],
-              hover: Callable[[Case], str]) -> list[Trace]:
-    return [_scatter(group, key, [value(c) for c in group], [hover(c) for c in group])
+def _per_case(cases: Sequence[Case], value: Callable[[Case], Any], template: str,
+              *custom: Callable[[Case], Any]) -> list[Trace]:
+    pos = _positions(cases)
+    return [_scatter(group, key, [pos[str(c["id"])] for c in group], [value(c) for c in group],
+                     _custom(group, *custom), template)
             for key, group in _grouped(cases).items()]
 
 
 # --- the nine report charts -------------------------------------------------------------
 
 
-def throughput(cases: Sequence[Case], meta: Meta) -> go.Figure:
+def throughput_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     """1. Useful TFLOP/s per GPU per case."""
     data = _per_case(
         cases, lambda c: c.get("usefulTFPerGPU"),
-        lambda c: _hover(c, f"useful {_fmt(c.get('usefulTFPerGPU'))} TFLOP/s per GPU",
-                         f"layer {_fmt(c.get('layerMS'), 3)} ms"),
+        _template("useful %{y:,.1f} TFLOP/s per GPU", "layer %{customdata[1]:.3f} ms"),
+        lambda c: c.get("layerMS"),
     )
     return figure(data, _layout("Useful throughput per GPU", "useful TFLOP/s per GPU",
                                 xaxis=_case_axis(cases)))
 
 
-def percent_of_peak(cases: Sequence[Case], meta: Meta) -> go.Figure:
+def percent_of_peak_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     """2. % of the case's precision peak, with the 100 % line."""
     peaks = meta.get("theoreticalTFPerGPU") or {}
     data = _per_case(
         cases, lambda c: c.get("percentOfPeak"),
-        lambda c: _hover(c, f"{_fmt(c.get('percentOfPeak'))} % of the {text(c['precision'])} "
-                            f"peak ({_fmt(peaks.get(c['precision']))} TFLOP/s)",
-                         f"useful {_fmt(c.get('usefulTFPerGPU'))} TFLOP/s per GPU"),
+        _template("%{y:.1f} % of the precision's peak (%{customdata[2]:,} TFLOP/s)",
+                  "useful %{customdata[1]:,.1f} TFLOP/s per GPU"),
+        lambda c: c.get("usefulTFPerGPU"), lambda c: peaks.get(c["precision"]),
     )
     shapes, notes = _hline(100.0, "100 % of peak")
     return figure(data, _layout(
@@ -204,25 +228,25 @@ def _window_range(case: Case) -> tuple[float, float]:
     return case["layerMS"] - min(combined), max(combined) - case["layerMS"]
 
 
-def layer_time(cases: Sequence[Case], meta: Meta) -> go.Figure:
+def layer_time_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     """3. Layer time: forward and backward stacked, windows' min-max as error bars."""
+    pos = _positions(cases)
     data: list[Trace] = []
     for key, group in _grouped(cases).items():
-        x = [text(c["id"]) for c in group]
+        x = [pos[str(c["id"])] for c in group]
         name = _series_name(key)
+        ids = _custom(group)
         data.append({
             "type": "bar", "x": x, "y": [c.get("forwardMS") for c in group],
             "name": name + " forward", "legendgroup": name, "marker": _bar_marker(key),
-            "hovertext": [_hover(c, f"forward {_fmt(c.get('forwardMS'), 3)} ms")
-                          for c in group], "hoverinfo": "text",
+            "customdata": ids, "hovertemplate": _template("forward %{y:.3f} ms"),
         })
         if any(c.get("backwardMS") is not None for c in group):
             data.append({
                 "type": "bar", "x": x, "y": [c.get("backwardMS") for c in group],
                 "name": name + " backward", "legendgroup": name, "opacity": 0.5,
-                "marker": _bar_marker(key),
-                "hovertext": [_hover(c, f"backward {_fmt(c.get('backwardMS'), 3)} ms")
-                              for c in group], "hoverinfo": "text",
+                "marker": _bar_marker(key), "customdata": ids,
+                "hovertemplate": _template("backward %{y:.3f} ms"),
             })
         ranges = [_window_range(c) for c in group]
         data.append({
@@ -232,31 +256,34 @@ def layer_time(cases: Sequence[Case], meta: Meta) -> go.Figure:
             "error_y": {"type": "data", "symmetric": False, "array": [r[1] for r in ranges],
                         "arrayminus": [r[0] for r in ranges], "color": "#222222",
                         "thickness": 1.2, "width": 3},
-            "hovertext": [_hover(c, f"layer {_fmt(c['layerMS'], 3)} ms (median of windows)",
-                                 f"windows spread {_fmt(c.get('windowSpreadPercent'), 2)} %")
-                          for c in group], "hoverinfo": "text",
+            "customdata": _custom(group, lambda c: c.get("windowSpreadPercent")),
+            "hovertemplate": _template("layer %{y:.3f} ms (median of windows)",
+                                       "windows spread %{customdata[1]:.2f} %"),
         })
     return figure(data, _layout("Layer time: forward + backward (bars: windows min-max)",
                                 "time per layer (ms)", xaxis=_case_axis(cases),
                                 barmode="stack"))
 
 
-def nvlink(cases: Sequence[Case], meta: Meta) -> go.Figure:
+def nvlink_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     """4. NVLink TX and RX: mean over ranks (marker) and max over ranks (error bar top)."""
+    pos = _positions(cases)
     data: list[Trace] = []
     for key, group in _grouped(cases).items():
+        x = [pos[str(c["id"])] for c in group]
         for direction, open_ in (("TX", False), ("RX", True)):
             mean = [c.get(f"nvlink{direction}GBps") for c in group]
             top = [c.get(f"nvlinkMax{direction}GBps") for c in group]
             up = [t - m if t is not None and m is not None else None
                   for t, m in zip(top, mean, strict=True)]
-            hover = [_hover(c, f"{direction} mean {_fmt(m)} GB/s, max {_fmt(t)} GB/s over ranks",
-                            f"{_fmt(c.get(f'nvlink{direction}PercentOfPeak'))} % of the "
-                            "per-direction peak")
-                     for c, m, t in zip(group, mean, top, strict=True)]
+            custom = [[text(c["id"]), c.get(f"nvlinkMax{direction}GBps"),
+                       c.get(f"nvlink{direction}PercentOfPeak")] for c in group]
             data.append(_scatter(
-                group, key, mean, hover, name=f"{_series_name(key)} {direction}",
-                marker=_marker(key, open_=open_),
+                group, key, x, mean, custom,
+                _template(f"{direction} mean %{{y:,.1f}} GB/s, max %{{customdata[1]:,.1f}} "
+                          "GB/s over ranks",
+                          "%{customdata[2]:.1f} % of the per-direction peak"),
+                name=f"{_series_name(key)} {direction}", marker=_marker(key, open_=open_),
                 error_y={"type": "data", "symmetric": False, "array": up,
                          "arrayminus": [0.0] * len(group), "thickness": 1},
             ))
@@ -268,12 +295,12 @@ def nvlink(cases: Sequence[Case], meta: Meta) -> go.Figure:
         annotations=notes))
 
 
-def hbm(cases: Sequence[Case], meta: Meta) -> go.Figure:
+def hbm_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     """5. Analytical HBM bandwidth against the HBM peak."""
     data = _per_case(
         cases, lambda c: c.get("analyticalHBMGBps"),
-        lambda c: _hover(c, f"analytical HBM {_fmt(c.get('analyticalHBMGBps'))} GB/s",
-                         f"{_fmt(c.get('hbmPercentOfPeak'))} % of the HBM peak"),
+        _template("analytical HBM %{y:,.1f} GB/s", "%{customdata[1]:.1f} % of the HBM peak"),
+        lambda c: c.get("hbmPercentOfPeak"),
     )
     peak = meta.get("theoreticalHBMGBps")
     shapes, notes = _hline(peak, f"HBM peak {_fmt(peak)} GB/s")
@@ -293,38 +320,42 @@ def _panel_title(text_: str, x: float, y: float) -> dict[str, Any]:
             "font": {"size": 13}}
 
 
-def memory(cases: Sequence[Case], meta: Meta) -> go.Figure:
+def memory_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     """6. Peak allocated/reserved GiB; arena slot + scratch; training saved bytes per rank."""
+    pos = _positions(cases)
     data: list[Trace] = []
+    peaks = _template("allocated peak %{customdata[1]:.2f} GiB",
+                      "reserved peak %{customdata[2]:.2f} GiB")
     for key, group in _grouped(cases).items():
         name = _series_name(key)
-        peaks_hover = [_hover(c, f"allocated peak {_fmt(c.get('allocatedPeakGiB'), 2)} GiB",
-                              f"reserved peak {_fmt(c.get('reservedPeakGiB'), 2)} GiB")
-                       for c in group]
-        data.append(_scatter(group, key, [c.get("allocatedPeakGiB") for c in group],
-                             peaks_hover, name=f"{name} allocated"))
-        data.append(_scatter(group, key, [c.get("reservedPeakGiB") for c in group],
-                             peaks_hover, name=f"{name} reserved",
+        x = [pos[str(c["id"])] for c in group]
+        custom = _custom(group, lambda c: c.get("allocatedPeakGiB"),
+                         lambda c: c.get("reservedPeakGiB"))
+        data.append(_scatter(group, key, x, [c.get("allocatedPeakGiB") for c in group],
+                             custom, peaks, name=f"{name} allocated"))
+        data.append(_scatter(group, key, x, [c.get("reservedPeakGiB") for c in group],
+                             custom, peaks, name=f"{name} reserved",
                              marker=_marker(key, open_=True)))
-        arena_hover = [_hover(c, f"slot {_fmt((c.get('slotBytes') or 0) / GIB, 2)} GiB",
-                              f"scratch {_fmt((c.get('scratchBytes') or 0) / GIB, 2)} GiB",
-                              f"arena {_fmt((c.get('arenaBytes') or 0) / GIB, 2)} GiB")
-                       for c in group]
+        arena = _custom(group, lambda c: (c.get("slotBytes") or 0) / GIB,
+                        lambda c: (c.get("scratchBytes") or 0) / GIB,
+                        lambda c: (c.get("arenaBytes") or 0) / GIB)
         for field, opacity in (("slotBytes", 1.0), ("scratchBytes", 0.5)):
             data.append({
-                "type": "bar", "x": [text(c["id"]) for c in group],
-                "y": [(c.get(field) or 0) / GIB for c in group],
+                "type": "bar", "x": x, "y": [(c.get(field) or 0) / GIB for c in group],
                 "name": f"{name} {field[:-5]}", "legendgroup": name, "showlegend": False,
                 "opacity": opacity, "marker": _bar_marker(key), "xaxis": "x2", "yaxis": "y2",
-                "hovertext": arena_hover, "hoverinfo": "text",
+                "customdata": arena, "hovertemplate": _template(
+                    "slot %{customdata[1]:.2f} GiB", "scratch %{customdata[2]:.2f} GiB",
+                    "arena %{customdata[3]:.2f} GiB"),
             })
     for key, group in _grouped(c for c in cases if c.get("savedBytes")).items():
         stats = [_saved_stats(c) for c in group]
-        hover = [_hover(c, f"saved per rank: min {_fmt(lo, 3)}, mean {_fmt(mid, 3)}, "
-                           f"max {_fmt(hi, 3)} GiB", f"{len(c['savedBytes'])} ranks")
-                 for c, (lo, mid, hi) in zip(group, stats, strict=True)]
+        custom = [[text(c["id"]), lo, hi, len(c["savedBytes"])]
+                  for c, (lo, _, hi) in zip(group, stats, strict=True)]
         data.append(_scatter(
-            group, key, [mid for _, mid, _ in stats], hover,
+            group, key, [pos[str(c["id"])] for c in group], [mid for _, mid, _ in stats],
+            custom, _template("saved per rank: mean %{y:.3f} GiB, min %{customdata[1]:.3f}, "
+                              "max %{customdata[2]:.3f}", "%{customdata[3]} ranks"),
             name=f"{_series_name(key)} saved", showlegend=False, xaxis="x3", yaxis="y3",
             error_y={"type": "data", "symmetric": False,
                      "array": [hi - mid for _, mid, hi in stats],
@@ -349,7 +380,7 @@ def memory(cases: Sequence[Case], meta: Meta) -> go.Figure:
     return figure(data, layout)
 
 
-def routing(cases: Sequence[Case], meta: Meta) -> go.Figure:
+def routing_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     """7. Received rows per rank (heatmap case x rank) and the observed imbalance."""
     ranks = max((len(c.get("receiveRows") or []) for c in cases), default=0)
     ids = [text(c["id"]) for c in cases]
@@ -361,15 +392,15 @@ def routing(cases: Sequence[Case], meta: Meta) -> go.Figure:
         "type": "heatmap", "z": z, "x": list(range(ranks)), "y": ids, "name": "received rows",
         "colorscale": "Viridis", "hoverongaps": False, "xaxis": "x", "yaxis": "y",
         "colorbar": {"title": _title("rows"), "x": 0.74},
-        "hovertemplate": "%{y}<br>rank %{x}: %{z} rows received<extra></extra>",
+        "hovertemplate": "<b>%{y}</b><br>rank %{x}: %{z} rows received<extra></extra>",
     }]
     for key, group in _grouped(cases).items():
-        hover = [_hover(c, f"observed imbalance {_fmt(c.get('observedImbalance'), 2)} "
-                           "(max / mean received rows)",
-                        f"requested imbalance {text(c['imbalance'])}") for c in group]
-        data.append({**_scatter(group, key, [text(c["id"]) for c in group], hover),
-                     "x": [c.get("observedImbalance") for c in group],
-                     "xaxis": "x2", "yaxis": "y2"})
+        data.append(_scatter(
+            group, key, [c.get("observedImbalance") for c in group],
+            [text(c["id"]) for c in group], _custom(group, lambda c: c["imbalance"]),
+            _template("observed imbalance %{x:.2f} (max / mean received rows)",
+                      "requested imbalance %{customdata[1]}"),
+            xaxis="x2", yaxis="y2"))
     y_axis = {"type": "category", "categoryorder": "array", "categoryarray": ids,
               "autorange": "reversed", "showticklabels": len(cases) <= 30}
     layout = _layout(
@@ -378,7 +409,7 @@ def routing(cases: Sequence[Case], meta: Meta) -> go.Figure:
         xaxis={"title": _title("rank"), "domain": [0.0, 0.7], "anchor": "y"},
         xaxis2={"title": _title("observed imbalance (max / mean rows)"),
                 "domain": [0.8, 1.0], "anchor": "y2"},
-        yaxis={**y_axis, "title": _title("case (report order; hover for id)")},
+        yaxis={**y_axis, "title": _title("case, in view order (hover for the id)")},
         yaxis2={**y_axis, "matches": "y", "anchor": "x2", "showticklabels": False},
     )
     return figure(data, layout)
@@ -397,7 +428,7 @@ def matching_series(cases: Sequence[Case], vary: str) -> list[list[Case]]:
             if len({c[vary] for c in g}) > 1]
 
 
-def scaling(cases: Sequence[Case], meta: Meta) -> go.Figure:
+def scaling_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     """8. Throughput against F and against EP, each line one matching configuration."""
     data: list[Trace] = []
     shown: set[str] = set()
@@ -407,14 +438,14 @@ def scaling(cases: Sequence[Case], meta: Meta) -> go.Figure:
             name = _series_name(key)
             fixed = ", ".join(f"{f}={text(series[0][f])}" for f in
                               ("mode", "category", "ep", "F", "imbalance") if f != vary)
-            hover = [_hover(c, f"useful {_fmt(c.get('usefulTFPerGPU'))} TFLOP/s per GPU",
-                            f"series: {fixed}") for c in series]
-            data.append({
-                **_scatter(series, key, [c.get("usefulTFPerGPU") for c in series], hover),
-                "x": [c[vary] for c in series], "mode": "lines+markers",
-                "line": {"color": precision_colour(key[0]), "width": 1.5},
-                "showlegend": name not in shown, "xaxis": "x" + axis, "yaxis": "y" + axis,
-            })
+            data.append(_scatter(
+                series, key, [c[vary] for c in series],
+                [c.get("usefulTFPerGPU") for c in series], _custom(series),
+                _template("useful %{y:,.1f} TFLOP/s per GPU", f"{vary}=%{{x}}",
+                          f"series: {fixed}"),
+                mode="lines+markers", line={"color": precision_colour(key[0]), "width": 1.5},
+                showlegend=name not in shown, xaxis="x" + axis, yaxis="y" + axis,
+            ))
             shown.add(name)
     layout = _layout(
         "Scaling of useful throughput (each line: one matching configuration)",
@@ -428,43 +459,79 @@ def scaling(cases: Sequence[Case], meta: Meta) -> go.Figure:
     return figure(data, layout)
 
 
-def arithmetic_intensity(cases: Sequence[Case], meta: Meta) -> go.Figure:
+def arithmetic_intensity_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     """9. Forward FLOPs per logical payload byte (rank 0) against useful throughput."""
     measured = [c for c in cases if c.get("forwardFlopsPerLogicalPayloadByteRank0")]
-    data = []
-    for key, group in _grouped(measured).items():
-        hover = [_hover(c, f"{_fmt(c['forwardFlopsPerLogicalPayloadByteRank0'])} forward FLOP "
-                           "per payload byte",
-                        f"useful {_fmt(c.get('usefulTFPerGPU'))} TFLOP/s per GPU")
-                 for c in group]
-        data.append({**_scatter(group, key, [c.get("usefulTFPerGPU") for c in group], hover),
-                     "x": [c["forwardFlopsPerLogicalPayloadByteRank0"] for c in group]})
+    data = [_scatter(group, key, [c["forwardFlopsPerLogicalPayloadByteRank0"] for c in group],
+                     [c.get("usefulTFPerGPU") for c in group], _custom(group),
+                     _template("%{x:,.0f} forward FLOP per logical payload byte",
+                               "useful %{y:,.1f} TFLOP/s per GPU"))
+            for key, group in _grouped(measured).items()]
     return figure(data, _layout(
         "Arithmetic intensity against throughput", "useful TFLOP/s per GPU",
         xaxis={"title": _title("forward FLOP per logical payload byte (rank 0)"),
                "type": "log"}))
 
 
+def throughput(cases: Sequence[Case], meta: Meta) -> go.Figure:
+    return to_figure(throughput_spec(cases, meta))
+
+
+def percent_of_peak(cases: Sequence[Case], meta: Meta) -> go.Figure:
+    return to_figure(percent_of_peak_spec(cases, meta))
+
+
+def layer_time(cases: Sequence[Case], meta: Meta) -> go.Figure:
+    return to_figure(layer_time_spec(cases, meta))
+
+
+def nvlink(cases: Sequence[Case], meta: Meta) -> go.Figure:
+    return to_figure(nvlink_spec(cases, meta))
+
+
+def hbm(cases: Sequence[Case], meta: Meta) -> go.Figure:
+    return to_figure(hbm_spec(cases, meta))
+
+
+def memory(cases: Sequence[Case], meta: Meta) -> go.Figure:
+    return to_figure(memory_spec(cases, meta))
+
+
+def routing(cases: Sequence[Case], meta: Meta) -> go.Figure:
+    return to_figure(routing_spec(cases, meta))
+
+
+def scaling(cases: Sequence[Case], meta: Meta) -> go.Figure:
+    return to_figure(scaling_spec(cases, meta))
+
+
+def arithmetic_intensity(cases: Sequence[Case], meta: Meta) -> go.Figure:
+    return to_figure(arithmetic_intensity_spec(cases, meta))
+
+
 @dataclass(frozen=True)
 class Chart:
     key: str
     title: str
-    build: Callable[[Sequence[Case], Meta], go.Figure]
+    spec: Callable[[Sequence[Case], Meta], Spec]
     notes: tuple[str, ...]  # the meta notes that qualify it (placementNote: see below)
+
+    def build(self, cases: Sequence[Case], meta: Meta) -> go.Figure:
+        return to_figure(self.spec(cases, meta))
 
 
 # placementNote qualifies every cross-EP comparison: the dashboard adds it to any chart
 # whose view spans more than one EP.
 CHARTS: tuple[Chart, ...] = (
-    Chart("throughput", "Useful TFLOP/s per GPU", throughput, ("timingNote",)),
-    Chart("percent-of-peak", "% of peak", percent_of_peak, ("peakNote", "timingNote")),
-    Chart("layer-time", "Layer time", layer_time, ("timingNote",)),
-    Chart("nvlink", "NVLink TX/RX", nvlink, ("bandwidthNote",)),
-    Chart("hbm", "Analytical HBM", hbm, ("bandwidthNote", "timingNote")),
-    Chart("memory", "Memory", memory, ("memoryNote",)),
-    Chart("routing", "Routing", routing, ()),
-    Chart("scaling", "Scaling", scaling, ("timingNote",)),
-    Chart("intensity", "Arithmetic intensity", arithmetic_intensity, ("timingNote",)),
+    Chart("throughput", "Useful TFLOP/s per GPU", throughput_spec, ("timingNote",)),
+    Chart("percent-of-peak", "% of peak", percent_of_peak_spec, ("peakNote", "timingNote")),
+    Chart("layer-time", "Layer time", layer_time_spec, ("timingNote",)),
+    Chart("nvlink", "NVLink TX/RX", nvlink_spec, ("bandwidthNote",)),
+    Chart("hbm", "Analytical HBM", hbm_spec, ("bandwidthNote", "timingNote")),
+    Chart("memory", "Memory", memory_spec, ("memoryNote",)),
+    Chart("routing", "Routing", routing_spec, ()),
+    Chart("scaling", "Scaling", scaling_spec, ("timingNote",)),
+    Chart("intensity", "Arithmetic intensity", arithmetic_intensity_spec, ("timingNote",)),
 )
 
 
@@ -475,7 +542,7 @@ def report_figures(cases: Sequence[Case], meta: Meta) -> dict[str, go.Figure]:
 # --- one case ---------------------------------------------------------------------------
 
 
-def case_windows(case: Case) -> go.Figure:
+def case_windows_spec(case: Case) -> Spec:
     """The timing windows (combined, forward, backward) of one case."""
     windows = case.get("windows") or {}
     data = [{"type": "scatter", "mode": "lines+markers", "name": kind,
@@ -493,7 +560,7 @@ def _case_bar(case: Case, x: list[Any], y: list[Any], name: str, hover: str) -> 
             "marker": {"color": precision_colour(str(case["precision"]))}}
 
 
-def case_receive_rows(case: Case) -> go.Figure:
+def case_receive_rows_spec(case: Case) -> Spec:
     rows = case.get("receiveRows") or []
     bar = _case_bar(case, list(range(len(rows))), rows, "received rows",
                     "rank %{x}: %{y} rows<extra></extra>")
@@ -507,7 +574,7 @@ _MEMORY_FIELDS = (
 )
 
 
-def case_memory(case: Case) -> go.Figure:
+def case_memory_spec(case: Case) -> Spec:
     labels = [label for _, label in _MEMORY_FIELDS] + ["allocated peak", "reserved peak"]
     values = [(case.get(f) or 0) / GIB for f, _ in _MEMORY_FIELDS] + [
         case.get("allocatedPeakGiB"), case.get("reservedPeakGiB")]
@@ -516,7 +583,7 @@ def case_memory(case: Case) -> go.Figure:
                                  xaxis={"title": _title("accounting view")}))
 
 
-def case_saved_bytes(case: Case) -> go.Figure:
+def case_saved_bytes_spec(case: Case) -> Spec:
     saved = case.get("savedBytes") or []
     bar = _case_bar(case, list(range(len(saved))), [s / GIB for s in saved], "saved bytes",
                     "rank %{x}: %{y:.3f} GiB<extra></extra>")
@@ -526,5 +593,13 @@ def case_saved_bytes(case: Case) -> go.Figure:
 
 
 def case_figures(case: Case) -> dict[str, go.Figure]:
-    return {"windows": case_windows(case), "receive-rows": case_receive_rows(case),
-            "memory": case_memory(case), "saved-bytes": case_saved_bytes(case)}
+    return {key: to_figure(spec) for key, spec in case_specs(case).items()}
+
+
+def case_specs(case: Case) -> dict[str, Spec]:
+    return {"windows": case_windows_spec(case), "receive-rows": case_receive_rows_spec(case),
+            "memory": case_memory_spec(case), "saved-bytes": case_saved_bytes_spec(case)}
+
+
+def case_windows(case: Case) -> go.Figure:
+    return to_figure(case_windows_spec(case))

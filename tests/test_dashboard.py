@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from app import figures
+from app.api.schemas import case_out
 from app.dashboard import data
 from app.main import create_app
 from app.repository import cases as cases_repo
@@ -131,6 +132,13 @@ def test_report_view_filters_and_qualifies_every_chart(
     assert bf16_ep8.rows[0]["href"] == data.case_href(reference_id, bf16_ep8.cases[0]["id"])
 
 
+def test_view_cases_are_what_the_api_serves(session: Session, reference_id: int) -> None:
+    rows, _ = cases_repo.list_cases(session, reference_id)
+    assert data.view_cases(session, reference_id, CaseFilter()) == [case_out(r) for r in rows]
+    some = data.view_cases(session, reference_id, CaseFilter(mode=["training"], ep=[64]))
+    assert some and {(c["mode"], c["ep"]) for c in some} == {("training", 64)}
+
+
 def test_reports_page_lists_newest_first_and_searches(
     session: Session, reference: dict[str, Any], pages: dict[str, ModuleType]
 ) -> None:
@@ -156,14 +164,14 @@ def test_report_page_and_filter_callback(
     assert find(page, "report-count").children == "9 of 63 cases in view"
     assert find(page, "report-filter-precision").value == ["nvfp4"]
     graph = find(page, "report-graph-throughput")
-    assert sum(len(t.x) for t in graph.figure.data) == 9
+    assert sum(len(t["x"]) for t in graph.figure["data"]) == 9
     assert find(page, "report-json-link").href == f"/api/v1/reports/{reference_id}/report.json"
 
     values = [[], [], ["bf16"], [], [], [], []]
     out = report.refilter(*values, reference_id)
     assert len(out) == len(report.OUTPUTS)
     throughput = out[0]
-    assert sum(len(t.x) for t in throughput.data) == 18
+    assert sum(len(t["x"]) for t in throughput["data"]) == 18
     assert out[-2] == "18 of 63 cases in view"
     assert out[-1] == "?precision=bf16"
     assert len(out[-3]) == 18  # table rows

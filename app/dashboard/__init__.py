@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import dash
+import plotly.io.json
 from dash import Dash, dcc, html
 from fastapi import FastAPI
 
@@ -14,6 +15,9 @@ STATIC = Path(__file__).resolve().parents[2] / "static"
 
 def mount_dashboard(server: FastAPI) -> Dash:
     """Attach the dashboard to ``server``: pages at /, callbacks under /_dash-*."""
+    # Dash encodes callback answers with plotly's JSON; its orjson path (picked when orjson
+    # happens to be installed) first walks every value in Python and is ~3x slower here.
+    plotly.io.json.config.default_engine = "json"
     dash_app = Dash(
         __name__,
         server=server,  # type: ignore[arg-type]  # dash types only Flask-style servers

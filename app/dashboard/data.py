@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
 
-from plotly import graph_objects as go
 from sqlalchemy.orm import Session
 
 from app import figures
-from app.api.schemas import case_out
+from app.api.schemas import case_dict, case_out
 from app.core.db import get_engine
 from app.repository import cases as cases_repo
 from app.repository import reports as reports_repo
@@ -162,7 +161,9 @@ def facets(session: Session, report_id: int) -> dict[str, list[Any]]:
 
 
 def view_cases(session: Session, report_id: int, filters: CaseFilter) -> list[Case]:
-    return [case_out(row) for row in cases_repo.all_cases(session, report_id, filters)]
+    """The cases in view, each as the API's case_out gives it."""
+    return [case_dict(d.payload, d.derived, d.caveats)
+            for d in cases_repo.case_documents(session, report_id, filters)]
 
 
 def caveat_counts(cases: Sequence[Case]) -> dict[str, int]:
@@ -177,7 +178,7 @@ def caveat_counts(cases: Sequence[Case]) -> dict[str, int]:
 class ChartPanel:
     key: str
     title: str
-    figure: go.Figure
+    figure: figures.Spec  # plain plotly data: dcc.Graph takes it as is
     notes: list[ReportNote]
     caveats: dict[str, int]
     case_count: int
@@ -193,7 +194,7 @@ def chart_panels(meta: Mapping[str, Any], cases: Sequence[Case]) -> list[ChartPa
     for chart in figures.CHARTS:
         keys = list(chart.notes) + (["placementNote"] if several_eps else [])
         panels.append(ChartPanel(
-            key=chart.key, title=chart.title, figure=chart.build(cases, dict(meta)),
+            key=chart.key, title=chart.title, figure=chart.spec(cases, dict(meta)),
             notes=[notes[k] for k in keys if k in notes], caveats=counts,
             case_count=len(cases),
         ))

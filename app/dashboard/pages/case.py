@@ -38,7 +38,7 @@ def layout(report_id: str | None = None, case_id: str | None = None, **_: Any) -
             return not_found(exc.detail)
     graphs = [html.Div(dcc.Graph(id=f"case-graph-{key}", figure=fig, config=GRAPH_CONFIG),
                        className="case-chart")
-              for key, fig in figures.case_figures(case).items()]
+              for key, fig in figures.case_specs(case).items()]
     return html.Div([
         html.Div(dcc.Link(f"← report {rid}", href=data.report_href(rid)), className="links"),
         html.H1(case["id"], id="case-id"),
