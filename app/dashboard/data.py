@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -277,15 +278,12 @@ def case_view(session: Session, report_id: int, case_id: str) -> Case:
 
 
 def display_value(value: Any) -> str:
-    if value is None:
-        return "null"
+    """A field's value as text, in JSON's spelling (null, true) as the wire has it."""
     if isinstance(value, float):
         return f"{value:,.6g}"
-    if isinstance(value, list | dict):
-        import json
-
-        return json.dumps(value)
-    return str(value)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
 
 
 def case_fields(case: Case) -> list[tuple[str, str]]:

@@ -15,14 +15,24 @@ dash.register_page(__name__, path="/compare", title="moescope: compare", name="C
                    order=3)  # type: ignore[no-untyped-call]
 
 
-def change_cell(change: data.Change, digits: int = 3) -> html.Td:
+def number(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def change_cell(change: data.Change) -> html.Td:
+    if change.base is None or change.head is None:
+        return html.Td("n/a")
+    values = f"{number(change.base)} → {number(change.head)}"
     if change.percent is None:
-        return html.Td("n/a" if change.base is None or change.head is None else
-                       f"{change.base:.{digits}g} → {change.head:.{digits}g}")
-    return html.Td(
-        f"{change.base:.{digits}g} → {change.head:.{digits}g} ({change.percent:+.1f} %)",
-        className=change.verdict or "unchanged",
-    )
+        return html.Td(values)
+    return html.Td(f"{values} ({change.percent:+.1f} %)",
+                   className=change.verdict or "unchanged")
+
+
+def _rank(row: dict[str, Any]) -> int:
+    """Regressions first, then improvements, then the rest (report order within each)."""
+    verdicts = {c.verdict for c in row["changes"].values()}
+    return 0 if "regression" in verdicts else 1 if "improvement" in verdicts else 2
 
 
 def comparison_view(base: int | None, head: int | None) -> html.Div:
@@ -42,7 +52,7 @@ def comparison_view(base: int | None, head: int | None) -> html.Div:
     body = html.Tbody([
         html.Tr([html.Td(dcc.Link(row["id"], href=data.case_href(head, row["id"]))),
                  *[change_cell(row["changes"][name]) for name, _, _ in data.COMPARED]])
-        for row in result.rows
+        for row in sorted(result.rows, key=_rank)
     ])
     return html.Div([
         html.P(f"{len(result.rows)} matched case(s); {regressions} regression(s) and "
