@@ -36,6 +36,7 @@ def create_app() -> FastAPI:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
     @app.get("/api/{path:path}", include_in_schema=False)
     def api_not_found(path: str) -> None:
         # Without this, Dash's catch-all page route would answer unknown API paths with HTML.
