@@ -1,4 +1,4 @@
-"""The service: FastAPI app with the API under /api/v1."""
+"""The service: FastAPI app with the API under /api/v1 and the Dash dashboard at /."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import RedirectResponse
 
 from app.api.openapi import add_body_schemas
 from app.api.routes import health, reports
 from app.core.config import get_settings
-from app.core.errors import install_error_handlers
+from app.core.errors import NotFound, install_error_handlers
 from app.core.limits import BodySizeLimit
+from app.dashboard import mount_dashboard
 
 
 def create_app() -> FastAPI:
@@ -27,10 +27,6 @@ def create_app() -> FastAPI:
     app.include_router(health.router)
     app.add_middleware(BodySizeLimit, max_bytes=int(settings.max_body_mb * 2**20))
 
-    @app.get("/", include_in_schema=False)
-    def index() -> RedirectResponse:
-        return RedirectResponse("/docs")
-
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = get_openapi(
@@ -40,4 +36,12 @@ def create_app() -> FastAPI:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+    @app.get("/api/{path:path}", include_in_schema=False)
+    def api_not_found(path: str) -> None:
+        # Without this, Dash's catch-all page route would answer unknown API paths with HTML.
+        raise NotFound(f"no API route /api/{path}")
+
+    # Last: Dash adds a catch-all GET route for its pages at start-up, after the API's.
+    mount_dashboard(app)
     return app

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from app.models import CaseRow, ReportRow
+from app.repository.cases import DERIVED
 from ingest.derived import report_notes as notes_of
 
 
@@ -91,13 +92,15 @@ def report_notes(meta: dict[str, Any]) -> list[Note]:
 
 def case_out(row: CaseRow) -> dict[str, Any]:
     """The case as posted, plus the derived fields and its caveats."""
-    return {
-        **row.payload,
-        "percentOfPeak": row.percent_of_peak,
-        "hbmPercentOfPeak": row.hbm_percent_of_peak,
-        "nvlinkTXPercentOfPeak": row.nvlink_tx_percent_of_peak,
-        "nvlinkRXPercentOfPeak": row.nvlink_rx_percent_of_peak,
-        "windowSpreadPercent": row.window_spread_percent,
-        "observedImbalance": row.observed_imbalance,
-        "caveats": [{"code": c.code, "message": c.message} for c in row.caveats],
-    }
+    return case_dict(
+        row.payload,
+        {name: getattr(row, column.key) for name, column in DERIVED.items()},
+        [(c.code, c.message) for c in row.caveats],
+    )
+
+
+def case_dict(
+    payload: dict[str, Any], derived: dict[str, float | None], caveats: list[tuple[str, str]]
+) -> dict[str, Any]:
+    return {**payload, **derived,
+            "caveats": [{"code": code, "message": message} for code, message in caveats]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,6 +117,47 @@ def list_cases(
         return rows, offset + len(rows)
     total = session.execute(select(func.count(CaseRow.id)).where(*where)).scalar_one()
     return rows, int(total)
+
+
+DERIVED: dict[str, InstrumentedAttribute[Any]] = {
+    "percentOfPeak": CaseRow.percent_of_peak,
+    "hbmPercentOfPeak": CaseRow.hbm_percent_of_peak,
+    "nvlinkTXPercentOfPeak": CaseRow.nvlink_tx_percent_of_peak,
+    "nvlinkRXPercentOfPeak": CaseRow.nvlink_rx_percent_of_peak,
+    "windowSpreadPercent": CaseRow.window_spread_percent,
+    "observedImbalance": CaseRow.observed_imbalance,
+}
+
+
+@dataclass(frozen=True)
+class CaseDocument:
+    """A case as posted, its derived fields and its caveats (code, message)."""
+
+    payload: dict[str, Any]
+    derived: dict[str, float | None]
+    caveats: list[tuple[str, str]]
+
+
+def case_documents(
+    session: Session, report_id: int, filters: CaseFilter | None = None
+) -> list[CaseDocument]:
+    """Every case of a report that passes the filters, in report order, unpaged (the
+    dashboard draws them all). Two queries reading only the posted payload and the
+    derived columns: a 5,000-case view must not decode each case's JSON five times."""
+    _require_report(session, report_id)
+    where = [CaseRow.report_id == report_id, *(filters or CaseFilter()).conditions()]
+    rows = session.execute(
+        select(CaseRow.id, CaseRow.payload, *DERIVED.values())
+        .where(*where).order_by(CaseRow.position)
+    ).all()
+    caveats: dict[int, list[tuple[str, str]]] = defaultdict(list)
+    for pk, code, message in session.execute(
+        select(CaveatRow.case_pk, CaveatRow.code, CaveatRow.message)
+        .join(CaseRow, CaseRow.id == CaveatRow.case_pk).where(*where).order_by(CaveatRow.id)
+    ).all():
+        caveats[pk].append((code, message))
+    return [CaseDocument(row[1], dict(zip(DERIVED, row[2:], strict=True)), caveats[row[0]])
+            for row in rows]
 
 
 def get_case(session: Session, report_id: int, case_id: str) -> CaseRow:

@@ -1,0 +1,356 @@
+"""What the dashboard pages show, as plain functions: the page callbacks only call these.
+
+Queries go through the repositories and derived metrics come from the stored columns
+(computed by ``ingest.derived`` at ingestion), exactly as the API serves them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, quote, urlencode
+
+from sqlalchemy.orm import Session
+
+from app import figures
+from app.api.schemas import case_dict, case_out
+from app.core.db import get_engine
+from app.repository import cases as cases_repo
+from app.repository import reports as reports_repo
+from app.repository.cases import CaseFilter
+from ingest.derived import ReportNote, report_notes
+
+Case = dict[str, Any]
+
+CHANGE_THRESHOLD_PERCENT = 5.0
+REPORT_LIST_LIMIT = 500
+
+
+@contextmanager
+def session_scope() -> Iterator[Session]:
+    """A read-only session for one page render or callback."""
+    with Session(get_engine()) as session:
+        yield session
+
+
+# --- URL query <-> filters ---------------------------------------------------------------
+
+FILTER_FIELDS: tuple[tuple[str, type], ...] = (
+    ("mode", str), ("ep", int), ("precision", str), ("pipeline", str), ("category", str),
+    ("F", int), ("imbalance", float),
+)
+
+
+def _coerce(kind: type, raw: str) -> Any:
+    try:
+        return kind(raw)
+    except ValueError:
+        return None  # a hand-edited URL with a bad value filters nothing rather than failing
+
+
+def filters_from_query(query: Mapping[str, Any]) -> CaseFilter:
+    """Filters from URL query values: each a list, a comma-separated string, or absent."""
+    values: dict[str, list[Any]] = {}
+    for name, kind in FILTER_FIELDS:
+        raw = query.get(name)
+        items = raw if isinstance(raw, list) else ([] if raw in (None, "") else [raw])
+        parts = [p for item in items for p in str(item).split(",") if p != ""]
+        values[name] = [v for v in (_coerce(kind, p) for p in parts) if v is not None]
+    return CaseFilter(**values)
+
+
+def filters_from_search(search: str) -> CaseFilter:
+    return filters_from_query(parse_qs(search.lstrip("?")))
+
+
+def search_from_filters(filters: CaseFilter) -> str:
+    """The URL query of a filtered view ('' when nothing is filtered)."""
+    pairs = [(name, ",".join(_plain(v) for v in getattr(filters, name)))
+             for name, _ in FILTER_FIELDS if getattr(filters, name)]
+    return "?" + urlencode(pairs, safe=",") if pairs else ""
+
+
+def _plain(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def filters_from_controls(values: Sequence[Sequence[Any] | None]) -> CaseFilter:
+    """Filters from the page's dropdowns, in FILTER_FIELDS order."""
+    return filters_from_query({name: [str(v) for v in (value or [])]
+                               for (name, _), value in zip(FILTER_FIELDS, values, strict=True)})
+
+
+# --- links: built from our own ids, never from a report's strings ------------------------
+
+
+def report_href(report_id: int) -> str:
+    return f"/reports/{int(report_id)}"
+
+
+def case_href(report_id: int, case_id: str) -> str:
+    return f"/reports/{int(report_id)}/cases/{quote(case_id, safe='')}"
+
+
+def report_json_href(report_id: int) -> str:
+    return f"/api/v1/reports/{int(report_id)}/report.json"
+
+
+# --- the reports list --------------------------------------------------------------------
+
+
+def report_list(session: Session, q: str | None = None) -> list[dict[str, Any]]:
+    rows, _ = reports_repo.list_reports(session, limit=REPORT_LIST_LIMIT, offset=0,
+                                        q=q or None)
+    return [{
+        "id": row.id, "date": row.date, "gpu": row.gpu, "source": row.source or "",
+        "caseCount": row.case_count, "bestPercentOfPeak": row.best_percent_of_peak,
+        "ingestedAt": row.created_at.strftime("%Y-%m-%d %H:%M UTC"),
+    } for row in rows]
+
+
+def load_commands(base_url: str) -> list[str]:
+    """How to load data, shown on an empty reports page."""
+    return [
+        "moescope ingest report.json",
+        "moescope ingest --url " + base_url + " --token $MOESCOPE_TOKEN report.json",
+        "curl -X POST " + base_url + "/api/v1/reports -H 'Authorization: Bearer $MOESCOPE_TOKEN'"
+        " -H 'Content-Type: application/json' --data-binary @report.json",
+    ]
+
+
+# --- one report --------------------------------------------------------------------------
+
+
+@dataclass
+class ReportHeader:
+    id: int
+    date: str
+    gpu: str
+    source: str
+    shape: dict[str, Any]
+    peaks: list[tuple[str, str]]
+    case_count: int
+
+
+def report_header(session: Session, report_id: int) -> ReportHeader:
+    row = reports_repo.get_report(session, report_id)
+    meta = row.meta
+    peaks = [(f"{name} dense", f"{value:g} TFLOP/s per GPU")
+             for name, value in (meta.get("theoreticalTFPerGPU") or {}).items()]
+    for key, label in (("theoreticalHBMGBps", "HBM"),
+                       ("theoreticalNVLinkGBpsPerDirection", "NVLink per direction"),
+                       ("theoreticalNVLinkGBpsBidirectional", "NVLink bidirectional")):
+        if meta.get(key) is not None:
+            peaks.append((label, f"{meta[key]:g} GB/s"))
+    return ReportHeader(id=row.id, date=row.date, gpu=row.gpu, source=row.source or "",
+                        shape=dict(meta.get("shape") or {}), peaks=peaks,
+                        case_count=row.case_count)
+
+
+def report_meta(session: Session, report_id: int) -> dict[str, Any]:
+    return dict(reports_repo.get_report(session, report_id).meta)
+
+
+def facets(session: Session, report_id: int) -> dict[str, list[Any]]:
+    return cases_repo.facets(session, report_id)
+
+
+def view_cases(session: Session, report_id: int, filters: CaseFilter) -> list[Case]:
+    """The cases in view, each as the API's case_out gives it."""
+    return [case_dict(d.payload, d.derived, d.caveats)
+            for d in cases_repo.case_documents(session, report_id, filters)]
+
+
+def caveat_counts(cases: Sequence[Case]) -> dict[str, int]:
+    """How many of these cases carry each caveat code (each case counted once a code)."""
+    counts: Counter[str] = Counter()
+    for case in cases:
+        counts.update({c["code"] for c in case.get("caveats", [])})
+    return dict(sorted(counts.items()))
+
+
+@dataclass
+class ChartPanel:
+    key: str
+    title: str
+    figure: figures.Spec  # plain plotly data: dcc.Graph takes it as is
+    notes: list[ReportNote]
+    caveats: dict[str, int]
+    case_count: int
+
+
+def chart_panels(meta: Mapping[str, Any], cases: Sequence[Case]) -> list[ChartPanel]:
+    """The nine charts of the view, each with the notes that qualify it and the caveat
+    counts of the cases it draws."""
+    notes = {n.key: n for n in report_notes(meta)}
+    several_eps = len({c["ep"] for c in cases}) > 1
+    counts = caveat_counts(cases)
+    panels = []
+    for chart in figures.CHARTS:
+        keys = list(chart.notes) + (["placementNote"] if several_eps else [])
+        panels.append(ChartPanel(
+            key=chart.key, title=chart.title, figure=chart.spec(cases, dict(meta)),
+            notes=[notes[k] for k in keys if k in notes], caveats=counts,
+            case_count=len(cases),
+        ))
+    return panels
+
+
+@dataclass
+class ReportView:
+    """Everything the report page draws for one set of filters."""
+
+    header: ReportHeader
+    meta: dict[str, Any]
+    filters: CaseFilter
+    cases: list[Case]
+    panels: list[ChartPanel]
+    rows: list[dict[str, Any]]
+
+    @property
+    def count_text(self) -> str:
+        return f"{len(self.cases)} of {self.header.case_count} cases in view"
+
+    @property
+    def search(self) -> str:
+        return search_from_filters(self.filters)
+
+
+def report_view(session: Session, report_id: int, filters: CaseFilter) -> ReportView:
+    head = report_header(session, report_id)
+    meta = report_meta(session, report_id)
+    cases = view_cases(session, report_id, filters)
+    return ReportView(header=head, meta=meta, filters=filters, cases=cases,
+                      panels=chart_panels(meta, cases), rows=table_rows(report_id, cases))
+
+
+TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("id", "case"), ("mode", "mode"), ("ep", "EP"), ("precision", "precision"),
+    ("pipeline", "pipeline"), ("category", "category"), ("F", "F"),
+    ("imbalance", "imbalance"), ("layerMS", "layer ms"), ("forwardMS", "forward ms"),
+    ("backwardMS", "backward ms"), ("usefulTFPerGPU", "useful TFLOP/s"),
+    ("percentOfPeak", "% of peak"), ("hbmPercentOfPeak", "HBM % of peak"),
+    ("nvlinkTXPercentOfPeak", "NVLink TX %"), ("nvlinkRXPercentOfPeak", "NVLink RX %"),
+    ("windowSpreadPercent", "window spread %"), ("observedImbalance", "observed imbalance"),
+    ("allocatedPeakGiB", "allocated GiB"), ("reservedPeakGiB", "reserved GiB"),
+    ("caveats", "caveats"),
+)
+
+
+def table_rows(report_id: int, cases: Sequence[Case]) -> list[dict[str, Any]]:
+    """The case table: one flat row per case; caveats as their codes."""
+    rows = []
+    for case in cases:
+        row = {name: case.get(name) for name, _ in TABLE_COLUMNS}
+        row["caveats"] = " ".join(c["code"] for c in case.get("caveats", []))
+        row["href"] = case_href(report_id, str(case["id"]))
+        rows.append(row)
+    return rows
+
+
+def _csv_cell(value: Any) -> Any:
+    # A spreadsheet runs a cell starting with = + - @ as a formula: report strings must not.
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+def csv_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([name for name, _ in TABLE_COLUMNS])
+    for row in rows:
+        writer.writerow([_csv_cell(row.get(name)) for name, _ in TABLE_COLUMNS])
+    return out.getvalue()
+
+
+# --- one case ----------------------------------------------------------------------------
+
+
+def case_view(session: Session, report_id: int, case_id: str) -> Case:
+    return case_out(cases_repo.get_case(session, report_id, case_id))
+
+
+def display_value(value: Any) -> str:
+    """A field's value as text, in JSON's spelling (null, true) as the wire has it."""
+    if isinstance(value, float):
+        return f"{value:,.6g}"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+def case_fields(case: Case) -> list[tuple[str, str]]:
+    """Every wire and derived field (known or not), as displayable text, caveats apart."""
+    return [(key, display_value(value)) for key, value in case.items() if key != "caveats"]
+
+
+# --- comparing two reports ---------------------------------------------------------------
+
+COMPARED: tuple[tuple[str, str, bool], ...] = (
+    # field, label, higher is better
+    ("layerMS", "layer time ms", False),
+    ("usefulTFPerGPU", "useful TFLOP/s", True),
+    ("percentOfPeak", "% of peak", True),
+    ("allocatedPeakGiB", "allocated peak GiB", False),
+)
+
+
+@dataclass
+class Change:
+    base: float | None
+    head: float | None
+    percent: float | None
+    verdict: str  # "regression", "improvement", "" (within the threshold or not comparable)
+
+
+@dataclass
+class Comparison:
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    only_base: list[str] = field(default_factory=list)
+    only_head: list[str] = field(default_factory=list)
+
+
+def change(base: float | None, head: float | None, higher_is_better: bool) -> Change:
+    if base is None or head is None or base == 0:
+        return Change(base, head, None, "")
+    percent = (head - base) / abs(base) * 100.0
+    verdict = ""
+    if abs(percent) > CHANGE_THRESHOLD_PERCENT:
+        better = percent > 0 if higher_is_better else percent < 0
+        verdict = "improvement" if better else "regression"
+    return Change(base, head, percent, verdict)
+
+
+def compare(base: Sequence[Case], head: Sequence[Case]) -> Comparison:
+    """Cases matched by id; per case the change of each compared field."""
+    head_by_id = {c["id"]: c for c in head}
+    base_ids = {c["id"] for c in base}
+    result = Comparison(
+        only_base=[c["id"] for c in base if c["id"] not in head_by_id],
+        only_head=[c["id"] for c in head if c["id"] not in base_ids],
+    )
+    for case in base:
+        other = head_by_id.get(case["id"])
+        if other is None:
+            continue
+        changes = {name: change(case.get(name), other.get(name), better)
+                   for name, _, better in COMPARED}
+        result.rows.append({"id": case["id"], "changes": changes})
+    return result
+
+
+def report_cases(session: Session, report_id: int) -> list[Case]:
+    return view_cases(session, report_id, CaseFilter())
+
+
+def report_options(session: Session) -> list[dict[str, Any]]:
+    """Picker options for the compare page: newest first."""
+    return [{"label": f"#{r['id']} {r['date']} {r['gpu']} ({r['caseCount']} cases)",
+             "value": r["id"]} for r in report_list(session)]

@@ -1,0 +1,50 @@
+"""/reports/<id>/cases/<caseId> — every field of one case, its caveats, its charts."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote
+
+import dash
+from dash import dcc, html
+
+from app import figures
+from app.core.errors import NotFound
+from app.dashboard import data
+from app.dashboard.components import GRAPH_CONFIG, not_found, parse_report_id, table
+
+# Before the report page: its template would also match this longer path.
+dash.register_page(__name__, path_template="/reports/<report_id>/cases/<case_id>",
+                   title="moescope: case", name="Case", order=1)  # type: ignore[no-untyped-call]
+
+
+def caveat_list(case: dict[str, Any]) -> html.Div | html.Ul:
+    if not case.get("caveats"):
+        return html.Div("No caveat.", className="muted", id="case-caveats")
+    return html.Ul([html.Li([html.Span(c["code"], className=f"badge badge-{c['code']}"),
+                             " ", c["message"]]) for c in case["caveats"]],
+                   id="case-caveats")
+
+
+def layout(report_id: str | None = None, case_id: str | None = None, **_: Any) -> html.Div:
+    rid = parse_report_id(report_id)
+    cid = unquote(case_id or "")
+    with data.session_scope() as session:
+        try:
+            if rid is None:
+                raise NotFound(f"report {report_id} does not exist")
+            case = data.case_view(session, rid, cid)
+        except NotFound as exc:
+            return not_found(exc.detail)
+    graphs = [html.Div(dcc.Graph(id=f"case-graph-{key}", figure=fig, config=GRAPH_CONFIG),
+                       className="case-chart")
+              for key, fig in figures.case_specs(case).items()]
+    return html.Div([
+        html.Div(dcc.Link(f"← report {rid}", href=data.report_href(rid)), className="links"),
+        html.H1(case["id"], id="case-id"),
+        html.H2("Caveats"),
+        caveat_list(case),
+        html.Div(graphs, className="case-charts"),
+        html.H2("Every field"),
+        table(["field", "value"], data.case_fields(case), id="case-fields"),
+    ])

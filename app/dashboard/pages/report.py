@@ -1,0 +1,174 @@
+"""/reports/<id> — one report: header, filters (kept in the URL), nine charts each with
+the notes and caveats that qualify it, the notes panel, the case table, CSV."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import dash_ag_grid as dag
+from dash import Input, Output, State, callback, clientside_callback, dcc, html
+
+from app import figures
+from app.core.errors import NotFound
+from app.dashboard import data
+from app.dashboard.components import (
+    GRAPH_CONFIG,
+    caveat_badges,
+    not_found,
+    note_block,
+    parse_report_id,
+    table,
+)
+from app.repository.cases import CaseFilter
+from ingest.derived import report_notes
+
+dash.register_page(__name__, path_template="/reports/<report_id>",
+                   title="moescope: report", name="Report", order=2)  # type: ignore[no-untyped-call]
+
+def header(h: data.ReportHeader) -> html.Div:
+    shape = ", ".join(f"{k}={v}" for k, v in h.shape.items()
+                      if k in ("T", "D", "E", "K", "defaultF"))
+    return html.Div([
+        html.H1(h.gpu, id="report-gpu"),
+        html.Div([
+            html.Span(["date ", html.B(h.date)]), html.Span(["shape ", html.B(shape)]),
+            html.Span(["cases ", html.B(str(h.case_count))]),
+            html.Span(["source ", html.B(h.source)], id="report-source"),
+        ], className="facts"),
+        html.Details([html.Summary("Theoretical peaks"),
+                      table(["peak", "value"], h.peaks, id="report-peaks")], open=True),
+        html.Div([html.A("report.json", href=data.report_json_href(h.id),
+                         id="report-json-link"),
+                  html.A("cases as JSON (API)", href=f"/api/v1/reports/{h.id}/cases")],
+                 className="links"),
+    ], className="report-header")
+
+
+def filter_controls(options: dict[str, list[Any]], chosen: CaseFilter) -> html.Div:
+    controls = []
+    for name, _ in data.FILTER_FIELDS:
+        controls.append(html.Label([
+            html.Span(name),
+            dcc.Dropdown(
+                id=f"report-filter-{name}",
+                options=[{"label": data.display_value(v), "value": str(v)}
+                         for v in options.get(name, [])],
+                value=[str(v) for v in getattr(chosen, name)], multi=True,
+                placeholder="all",
+            ),
+        ], className="filter"))
+    return html.Div(controls, className="filters", id="report-filters")
+
+
+def chart_aside(panel: data.ChartPanel) -> list[Any]:
+    return [
+        html.Div(f"{panel.case_count} case(s) in view", className="muted"),
+        html.H4("Qualifying notes"),
+        *([note_block(n) for n in panel.notes]
+          or [html.Div("no report note qualifies this chart", className="muted")]),
+        html.H4("Caveats in view"),
+        caveat_badges(panel.caveats),
+    ]
+
+
+def chart_rows(panels: list[data.ChartPanel]) -> list[html.Section]:
+    return [html.Section([
+        html.Div(dcc.Graph(id=f"report-graph-{p.key}", figure=p.figure, config=GRAPH_CONFIG),
+                 className="chart"),
+        html.Aside(chart_aside(p), id=f"report-aside-{p.key}", className="chart-aside"),
+    ], className="chart-row", id=f"report-chart-{p.key}") for p in panels]
+
+
+COLUMN_DEFS: list[dict[str, Any]] = [
+    {"field": name, "headerName": label, **(
+        {"cellRenderer": "CaseLink", "pinned": "left", "minWidth": 320} if name == "id" else
+        {"cellRenderer": "CaveatBadges", "minWidth": 240} if name == "caveats" else
+        {"filter": "agNumberColumnFilter", "valueFormatter": {
+            "function": "params.value == null ? '' : d3.format(',.4~g')(params.value)"}}
+        if name not in ("mode", "precision", "pipeline", "category") else {}
+    )}
+    for name, label in data.TABLE_COLUMNS
+]
+
+
+def case_grid(rows: list[dict[str, Any]]) -> dag.AgGrid:
+    return dag.AgGrid(
+        id="report-grid", rowData=rows, columnDefs=COLUMN_DEFS,
+        defaultColDef={"sortable": True, "filter": True, "resizable": True, "minWidth": 90},
+        dashGridOptions={"pagination": True, "paginationPageSize": 50,
+                         "animateRows": False},
+        style={"height": "560px"}, className="ag-theme-alpine",
+    )
+
+
+def layout(report_id: str | None = None, **query: Any) -> html.Div:
+    rid = parse_report_id(report_id)
+    with data.session_scope() as session:
+        try:
+            if rid is None:
+                raise NotFound(f"report {report_id} does not exist")
+            view = data.report_view(session, rid, data.filters_from_query(query))
+            options = data.facets(session, rid)
+        except NotFound as exc:
+            return not_found(exc.detail)
+    return html.Div([
+        dcc.Store(id="report-id", data=rid),
+        dcc.Store(id="report-search", data=view.search),
+        dcc.Store(id="report-search-applied"),
+        header(view.header),
+        filter_controls(options, view.filters),
+        html.Div(view.count_text, id="report-count", className="count"),
+        html.Div(chart_rows(view.panels), id="report-charts"),
+        html.Section([html.H2("Report notes"),
+                      *[note_block(n) for n in report_notes(view.meta)]],
+                     id="report-notes", className="notes-panel"),
+        html.Section([
+            html.H2("Cases"),
+            html.Div([html.Button("Download CSV of the rows in view", id="report-csv-button"),
+                      dcc.Download(id="report-csv")], className="links"),
+            case_grid(view.rows),
+        ], className="cases"),
+    ])
+
+
+OUTPUTS = [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS] + [
+    Output(f"report-aside-{c.key}", "children") for c in figures.CHARTS] + [
+    Output("report-grid", "rowData"), Output("report-count", "children"),
+    Output("report-search", "data"),
+]
+
+
+@callback(OUTPUTS, [Input(f"report-filter-{name}", "value") for name, _ in data.FILTER_FIELDS],
+          State("report-id", "data"), prevent_initial_call=True)
+def refilter(*args: Any) -> list[Any]:
+    """Redraw every chart and the table for the chosen filters."""
+    *values, report_id = args
+    with data.session_scope() as session:
+        view = data.report_view(session, report_id, data.filters_from_controls(values))
+    return [*[p.figure for p in view.panels], *[chart_aside(p) for p in view.panels],
+            view.rows, view.count_text, view.search]
+
+
+# The view's filters go into the address bar without a page reload, so a view can be
+# shared; replaceState does not re-run the pages router.
+clientside_callback(
+    """function (search) {
+        if (search !== window.location.search && (search || window.location.search)) {
+            window.history.replaceState(null, '', window.location.pathname + search);
+        }
+        return search;
+    }""",
+    Output("report-search-applied", "data"), Input("report-search", "data"),
+)
+
+
+@callback(Output("report-csv", "data"), Input("report-csv-button", "n_clicks"),
+          State("report-grid", "virtualRowData"), State("report-grid", "rowData"),
+          State("report-id", "data"), prevent_initial_call=True)
+def download_csv(_clicks: int, in_view: list[dict[str, Any]] | None,
+                 rows: list[dict[str, Any]] | None, report_id: int) -> dict[str, Any]:
+    """The rows in view: the page filters, then the table's own filters and sort."""
+    chosen = in_view if in_view is not None else rows or []
+    return {"content": data.csv_text(chosen), "filename": f"moescope-report-{int(report_id)}.csv",
+            "type": "text/csv", "base64": False}

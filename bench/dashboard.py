@@ -1,0 +1,285 @@
+"""Dashboard speed against a live ``moescope serve`` on Postgres.
+
+Measures, for the reference report (63 cases) and a synthetic report of 5,000 cases:
+- the time until the report page has drawn all nine charts in headless Chromium
+  (from navigation start, as the page's own clock reads it; first load and warm loads);
+- the filter callback's server time: the callback called as a plain function in this
+  process, and the same callback through HTTP POST /_dash-update-component.
+
+Targets: reference page drawn within 2 s; 5,000 cases within 6 s; the filter callback
+under 300 ms at p95. Prints the figures and PASS/FAIL.
+
+    MOESCOPE_BENCH_POSTGRES_URL=postgresql+psycopg://postgres@127.0.0.1:5432/postgres \\
+        .venv/bin/python bench/dashboard.py [--calls 50] [--loads 5]
+
+The URL names an existing database used only to create (and drop) a scratch database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+from sqlalchemy import make_url
+
+REPO = Path(__file__).resolve().parent.parent
+SYNTHETIC_CASES = 5000
+PAGE_TARGET_S = {"reference": 2.0, "synthetic": 6.0}
+CALLBACK_P95_TARGET_MS = 300.0
+CHART_COUNT = 9
+
+DRAWN_JS = """
+const done = arguments[arguments.length - 1];
+const want = arguments[0];
+function check() {
+  const drawn = Array.from(document.querySelectorAll('.js-plotly-plot'))
+    .filter(g => g._fullData && g.querySelector('.main-svg')).length;
+  if (drawn >= want) { done(performance.now()); } else { setTimeout(check, 10); }
+}
+check();
+"""
+
+
+def libpq(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@contextmanager
+def scratch_database(admin_url: str) -> Iterator[str]:
+    name = f"moescope_bench_dash_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(libpq(admin_url), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(libpq(admin_url), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serve(database_url: str, log: Path) -> Iterator[str]:
+    port = free_port()
+    env = {**os.environ, "MOESCOPE_DATABASE_URL": database_url}
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(port),
+             "--log-level", "warning"], stdout=out, stderr=subprocess.STDOUT, env=env,
+            cwd=REPO)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"server exited:\n{log.read_text()}")
+            try:
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        else:
+            raise RuntimeError("server did not start")
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def reference_report() -> dict[str, Any]:
+    text = resources.files("ingest").joinpath("data", "gb300-nvl72-isolated-v6.json")
+    return dict(json.loads(text.read_text("utf-8")))
+
+
+def synthetic_report(size: int) -> dict[str, Any]:
+    """The reference's cases repeated under new ids, times varied a little."""
+    report = reference_report()
+    base = report["cases"]
+    cases = []
+    for i in range(size):
+        case = copy.deepcopy(base[i % len(base)])
+        scale = 1.0 + (i % 17) / 100.0
+        case["id"] = f"{case['id']}-r{i // len(base)}"
+        for key in ("forwardMS", "layerMS"):
+            case[key] *= scale
+        if case["backwardMS"] is not None:
+            case["backwardMS"] = case["layerMS"] - case["forwardMS"]
+        case["windows"] = {k: [v * scale for v in vals] for k, vals in case["windows"].items()}
+        case["usefulTFPerGPU"] /= scale
+        case["analyticalHBMGBps"] /= scale
+        cases.append(case)
+    report["cases"] = cases
+    report["meta"]["runId"] = f"synthetic-{size}"
+    return report
+
+
+def ingest(database_url: str, report: dict[str, Any]) -> int:
+    from sqlalchemy.orm import Session
+
+    from app.core.db import engine_for
+    from app.repository.reports import ingest_report
+    from ingest.validate import validate_report
+
+    with Session(engine_for(database_url)) as session:
+        result = ingest_report(session, report, validate_report(report))
+        session.commit()
+        return result.id
+
+
+def percentiles(samples_ms: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples_ms)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return statistics.median(ordered), p95
+
+
+def time_calls(call: Callable[[], Any], n: int) -> list[float]:
+    call()  # warm: imports, connections, plotly's first use
+    samples = []
+    for _ in range(n):
+        start = time.perf_counter()
+        call()
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+FILTERS = (  # the precision filter toggled, as a user does
+    [[], [], ["bf16"], [], [], [], []],
+    [[], [], ["mxfp8"], [], [], [], []],
+    [["training"], [], [], [], [], [], []],
+    [[], [], [], [], [], [], []],
+)
+
+
+def plain_callback_times(report_id: int, n: int) -> list[float]:
+    from app.dashboard.pages import report as page
+
+    calls = iter(range(10**9))
+    return time_calls(lambda: page.refilter(*FILTERS[next(calls) % len(FILTERS)], report_id), n)
+
+
+def http_callback_times(base_url: str, report_id: int, n: int) -> list[float]:
+    deps = httpx.get(base_url + "/_dash-dependencies", timeout=30).json()
+    spec = next(d for d in deps if "report-graph-throughput.figure" in d["output"])
+
+    def body(values: list[list[str]]) -> dict[str, Any]:
+        by_id = dict(zip([f"report-filter-{f}" for f in
+                          ("mode", "ep", "precision", "pipeline", "category", "F",
+                           "imbalance")], values, strict=True))
+        outputs = [{"id": o.split(".")[0], "property": o.split(".")[1]}
+                   for o in spec["output"].strip(".").split("...")]
+        return {
+            "output": spec["output"], "outputs": outputs,
+            "inputs": [{"id": i["id"], "property": i["property"], "value": by_id[i["id"]]}
+                       for i in spec["inputs"]],
+            "state": [{"id": s["id"], "property": s["property"], "value": report_id}
+                      for s in spec["state"]],
+            "changedPropIds": ["report-filter-precision.value"],
+        }
+
+    calls = iter(range(10**9))
+    with httpx.Client(base_url=base_url, timeout=60) as client:
+        def post() -> None:
+            response = client.post("/_dash-update-component",
+                                   json=body(FILTERS[next(calls) % len(FILTERS)]))
+            response.raise_for_status()
+        return time_calls(post, n)
+
+
+def page_draw_times(base_url: str, report_id: int, loads: int) -> list[float]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for arg in ("--headless", "--no-sandbox", "--disable-gpu",
+                "--disable-background-networking", "--window-size=1500,1100"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    driver.set_script_timeout(120)
+    driver.set_page_load_timeout(120)
+    try:
+        samples = []
+        for _ in range(loads):
+            driver.get(f"{base_url}/reports/{report_id}")
+            samples.append(float(driver.execute_async_script(DRAWN_JS, CHART_COUNT)))
+        return samples
+    finally:
+        driver.quit()
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=50, help="callback calls per series")
+    parser.add_argument("--loads", type=int, default=5, help="page loads per report")
+    parser.add_argument("--cases", type=int, default=SYNTHETIC_CASES)
+    args = parser.parse_args()
+    admin = os.environ.get("MOESCOPE_BENCH_POSTGRES_URL",
+                           "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+    failures = 0
+    with scratch_database(admin) as url, tempfile.TemporaryDirectory() as tmp:
+        os.environ["MOESCOPE_DATABASE_URL"] = url
+        from app.main import create_app
+        from db.migrate import upgrade
+
+        upgrade(url)
+        ids = {"reference": ingest(url, reference_report()),
+               "synthetic": ingest(url, synthetic_report(args.cases))}
+        create_app()  # the Dash app must exist before its pages import
+        with serve(url, Path(tmp) / "server.log") as base:
+            print(f"server {base} on Postgres; synthetic report: {args.cases} cases")
+            for name, rid in ids.items():
+                draws = page_draw_times(base, rid, args.loads)
+                warm = statistics.median(draws[1:]) if len(draws) > 1 else draws[0]
+                ok = warm / 1000 <= PAGE_TARGET_S[name]
+                failures += not ok
+                print(f"[{name}] page drawn (all {CHART_COUNT} charts): first "
+                      f"{draws[0] / 1000:.2f} s, warm median {warm / 1000:.2f} s "
+                      f"(target {PAGE_TARGET_S[name]:g} s) {verdict(ok)}")
+                for label, samples in (
+                    ("plain function", plain_callback_times(rid, args.calls)),
+                    ("HTTP /_dash-update-component", http_callback_times(base, rid, args.calls)),
+                ):
+                    p50, p95 = percentiles(samples)
+                    ok = p95 < CALLBACK_P95_TARGET_MS
+                    failures += not ok
+                    print(f"[{name}] filter callback, {label}: p50 {p50:.0f} ms, "
+                          f"p95 {p95:.0f} ms over {len(samples)} calls "
+                          f"(target p95 < {CALLBACK_P95_TARGET_MS:g} ms) {verdict(ok)}")
+        from app.core.db import engine_for
+
+        engine_for(url).dispose()
+    print("ALL PASS" if failures == 0 else f"{failures} FAIL")
+    return 0 if failures == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""The dashboard in headless Chromium against a live ``moescope serve`` on Postgres.
+
+Screenshots of each page go to test-output/screenshots/. Without Debian's chromium and
+chromium-driver these tests skip on a laptop and fail under CI=true.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+from conftest import (
+    _REFERENCE,
+    IN_CI,
+    REPO,
+    LiveServer,
+    fresh_postgres_database,
+    live_server,
+)
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+from sqlalchemy.orm import Session
+
+from app import figures
+from app.core.db import engine_for
+from app.repository import tokens
+
+pytestmark = pytest.mark.live
+
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = REPO / "test-output" / "screenshots"
+SCRIPT_NOTE = ("<script>window.__pwned = 1</script>"
+               "<img src=x onerror=\"window.__pwned = 2\">")
+WAIT_S = 30
+
+# Every chart drawn by plotly, with the number of data points it holds.
+DRAWN = """
+return Array.from(document.querySelectorAll('.js-plotly-plot'))
+  .filter(g => g._fullData && g.querySelector('.main-svg'))
+  .map(g => [g.parentElement.id || g.id, g._fullData.reduce(
+      (n, t) => n + (t.z ? t.z.length : (t.x ? t.x.length : 0)), 0)]);
+"""
+
+
+def require_chromium() -> None:
+    if CHROMEDRIVER.exists() and CHROMIUM.exists():
+        return
+    reason = "chromium and chromium-driver are not installed (apt-get install chromium " \
+             "chromium-driver)"
+    if IN_CI:
+        pytest.fail(reason + " (CI=true: browser tests may not skip)", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def reports() -> dict[str, Any]:
+    scripted = copy.deepcopy(_REFERENCE)
+    scripted["meta"]["runId"] = "script-notes"
+    scripted["meta"]["gpu"] = "<img src=x onerror=\"window.__pwned = 3\">GPU"
+    scripted["meta"]["timingNote"] = SCRIPT_NOTE
+    scripted["meta"]["surpriseNote"] = "<b>not bold</b>"
+    scripted["cases"] = scripted["cases"][:6]
+    head = copy.deepcopy(_REFERENCE)
+    head["meta"]["runId"] = "head"
+    head["cases"][0]["layerMS"] *= 1.2
+    return {"reference": copy.deepcopy(_REFERENCE), "scripted": scripted, "head": head}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, reports: dict[str, Any]
+           ) -> Iterator[tuple[LiveServer, dict[str, int]]]:
+    require_chromium()
+    with fresh_postgres_database() as url, \
+            live_server(url, tmp_path_factory.mktemp("dash-live")) as live:
+        with Session(engine_for(url)) as session:
+            _, token = tokens.create_token(session, "browser-tests", "ingest")
+            session.commit()
+        headers = {"Authorization": f"Bearer {token}"}
+        ids = {}
+        for name in ("reference", "scripted", "head"):
+            response = httpx.post(live.url + "/api/v1/reports", json=reports[name],
+                                  headers=headers, timeout=60)
+            assert response.status_code == 201, response.text
+            ids[name] = response.json()["id"]
+        yield live, ids
+        engine_for(url).dispose()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    require_chromium()
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless", "--no-sandbox", "--disable-gpu",
+                "--disable-background-networking", "--window-size=1500,1100"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(WAIT_S)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def page(browser: WebDriver, server: tuple[LiveServer, dict[str, int]]
+         ) -> Iterator[Callable[[str], WebDriver]]:
+    """Open a path; after the test, the console must hold no error."""
+    base = server[0].url
+    browser.get_log("browser")  # drop what earlier tests left
+
+    def open_(path: str) -> WebDriver:
+        browser.get(base + path)
+        return browser
+
+    yield open_
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors
+
+
+def wait_for(driver: WebDriver, condition: Callable[[WebDriver], Any], what: str) -> Any:
+    try:
+        return WebDriverWait(driver, WAIT_S, poll_frequency=0.1).until(condition)
+    except TimeoutException:
+        shot = SCREENSHOTS / f"timeout-{int(time.time())}.png"
+        driver.save_screenshot(str(shot))
+        raise AssertionError(f"timed out waiting for {what} (screenshot {shot})") from None
+
+
+def drawn(driver: WebDriver) -> dict[str, int]:
+    return dict(driver.execute_script(DRAWN))
+
+
+def wait_for_charts(driver: WebDriver, count: int) -> dict[str, int]:
+    return wait_for(driver, lambda d: (c := drawn(d)) and len(c) >= count and c,
+                    f"{count} drawn charts")
+
+
+def shot(driver: WebDriver, name: str) -> None:
+    # Full height, so the screenshot shows every chart and the table.
+    height = driver.execute_script("return document.body.scrollHeight")
+    driver.set_window_size(1500, min(max(1100, height), 9000))
+    driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+    driver.set_window_size(1500, 1100)
+
+
+def test_reports_page_lists_posted_reports(page: Callable[[str], WebDriver],
+                                           server: tuple[LiveServer, dict[str, int]]) -> None:
+    driver = page("/")
+    table = wait_for(driver, lambda d: d.find_elements(By.ID, "reports-table"), "report list")
+    text = table[0].text
+    assert "NVIDIA Blackwell Ultra / GB300 NVL72" in text
+    assert "<img src=x onerror=\"window.__pwned = 3\">GPU" in text  # shown, not parsed
+    hrefs = {a.get_attribute("href") for a in table[0].find_elements(By.TAG_NAME, "a")}
+    assert hrefs == {f"{server[0].url}/reports/{i}" for i in server[1].values()}
+    shot(driver, "reports")
+
+
+def test_reference_report_draws_every_chart(page: Callable[[str], WebDriver],
+                                            server: tuple[LiveServer, dict[str, int]]) -> None:
+    driver = page(f"/reports/{server[1]['reference']}")
+    charts = wait_for_charts(driver, len(figures.CHARTS))
+    assert set(charts) == {f"report-graph-{c.key}" for c in figures.CHARTS}
+    assert all(points > 0 for points in charts.values()), charts
+    assert driver.find_element(By.ID, "report-count").text == "63 of 63 cases in view"
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".ag-row a.case-link"),
+             "case table rows")
+    notes = driver.find_element(By.ID, "report-notes").text
+    assert "peakNote" in notes and "placementNote" in notes
+    shot(driver, "report")
+
+
+def test_filter_changes_charts_and_url(page: Callable[[str], WebDriver],
+                                       server: tuple[LiveServer, dict[str, int]]) -> None:
+    rid = server[1]["reference"]
+    driver = page(f"/reports/{rid}")
+    before = wait_for_charts(driver, len(figures.CHARTS))
+    driver.find_element(By.ID, "report-filter-precision").click()
+    option = wait_for(driver, lambda d: [o for o in d.find_elements(By.CSS_SELECTOR,
+                                                                    "[role=option]")
+                                         if o.text == "bf16"], "the bf16 option")
+    option[0].click()
+    driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+    wait_for(driver, lambda d: d.find_element(By.ID, "report-count").text
+             == "18 of 63 cases in view", "the filtered count")
+    after = wait_for(driver, lambda d: (c := drawn(d))["report-graph-throughput"] == 18 and c,
+                     "redrawn charts")
+    assert after["report-graph-throughput"] < before["report-graph-throughput"]
+    wait_for(driver, lambda d: d.current_url.endswith(f"/reports/{rid}?precision=bf16"),
+             "the filter in the URL")
+    shot(driver, "report-filtered")
+    # The URL restores the view.
+    driver.get(driver.current_url)
+    wait_for(driver, lambda d: d.find_elements(By.ID, "report-count")
+             and d.find_element(By.ID, "report-count").text == "18 of 63 cases in view",
+             "the view from the URL")
+
+
+def test_case_page_renders(page: Callable[[str], WebDriver],
+                           server: tuple[LiveServer, dict[str, int]],
+                           reports: dict[str, Any]) -> None:
+    case = next(c for c in reports["reference"]["cases"] if c["mode"] == "training")
+    driver = page(f"/reports/{server[1]['reference']}/cases/{quote(case['id'], safe='')}")
+    charts = wait_for_charts(driver, 4)
+    assert all(points > 0 for points in charts.values()), charts
+    assert driver.find_element(By.ID, "case-id").text == case["id"]
+    assert "allocatedPeakGiB" in driver.find_element(By.ID, "case-fields").text
+    shot(driver, "case")
+
+
+def test_compare_page_renders(page: Callable[[str], WebDriver],
+                              server: tuple[LiveServer, dict[str, int]]) -> None:
+    ids = server[1]
+    driver = page(f"/compare?base={ids['reference']}&head={ids['head']}")
+    summary = wait_for(driver, lambda d: d.find_elements(By.ID, "compare-summary"), "summary")
+    assert summary[0].text.startswith("63 matched case(s); 1 regression(s)")
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#compare-table td.regression")) == 1
+    shot(driver, "compare")
+
+
+def test_script_bearing_notes_run_nothing(page: Callable[[str], WebDriver],
+                                          server: tuple[LiveServer, dict[str, int]]) -> None:
+    driver = page(f"/reports/{server[1]['scripted']}")
+    wait_for_charts(driver, len(figures.CHARTS))
+    notes = driver.find_element(By.ID, "report-notes").text
+    assert SCRIPT_NOTE in notes and "<b>not bold</b>" in notes and "surpriseNote" in notes
+    assert SCRIPT_NOTE in driver.find_element(By.ID, "report-aside-throughput").text
+    assert driver.find_element(By.ID, "report-gpu").text.startswith("<img src=x")
+    assert driver.execute_script("return window.__pwned") is None
+    assert driver.find_elements(By.CSS_SELECTOR, "img[src=x]") == []
+    shot(driver, "report-script-notes")

@@ -1,0 +1,270 @@
+"""The figure builders on the reference report: traces, values, axis titles, styles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+import pytest
+
+from app import figures
+from ingest.derived import caveats, derive
+from ingest.schema import Case, Meta
+
+
+def view_cases(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cases as the API gives them (wire + derived + caveats), without a database."""
+    meta = Meta.model_validate(report["meta"])
+    out = []
+    for raw in report["cases"]:
+        case = Case.model_validate(raw)
+        derived = derive(meta, case)
+        out.append({**raw, **derived.as_dict(), "caveats": [
+            {"code": c.code, "message": c.message} for c in caveats(meta, case, derived)]})
+    return out
+
+
+@pytest.fixture
+def cases(reference: dict[str, Any]) -> list[dict[str, Any]]:
+    return view_cases(reference)
+
+
+@pytest.fixture
+def built(cases: list[dict[str, Any]], reference: dict[str, Any]) -> dict[str, go.Figure]:
+    return figures.report_figures(cases, reference["meta"])
+
+
+def ids(trace: Any) -> list[str]:
+    """The case ids of a trace's points (the first customdata column, shown on hover)."""
+    return [row[0] for row in trace.customdata]
+
+
+def points(fig: go.Figure, *, axis: str = "x", field: str = "y") -> dict[str, Any]:
+    """Case id -> value over the traces drawn against ``axis`` (case-per-point traces)."""
+    out: dict[str, Any] = {}
+    for trace in fig.data:
+        if trace.type in ("scatter", "bar") and (trace.xaxis or "x") == axis:
+            out.update(zip(ids(trace), getattr(trace, field), strict=True))
+    return out
+
+
+def by_id(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {c["id"]: c for c in cases}
+
+
+def test_every_figure_is_valid_plotly(built: dict[str, go.Figure]) -> None:
+    # The builders skip validation for speed; a full validating round trip must accept them.
+    assert set(built) == {c.key for c in figures.CHARTS}
+    for fig in built.values():
+        go.Figure(fig.to_dict())
+
+
+def test_throughput_one_point_per_case_with_its_value(
+    built: dict[str, go.Figure], cases: list[dict[str, Any]]
+) -> None:
+    fig = built["throughput"]
+    assert points(fig) == {c["id"]: c["usefulTFPerGPU"] for c in cases}
+    assert fig.layout.yaxis.title.text == "useful TFLOP/s per GPU"
+    # x is the case's position in the view, so every chart lines cases up the same way.
+    position = {c["id"]: i for i, c in enumerate(cases)}
+    for trace in fig.data:
+        assert list(trace.x) == [position[i] for i in ids(trace)]
+        assert "TFLOP/s" in trace.hovertemplate and "customdata[0]" in trace.hovertemplate
+    assert "case" in fig.layout.xaxis.title.text
+
+
+def test_percent_of_peak_against_the_reports_own_peak(
+    built: dict[str, go.Figure], cases: list[dict[str, Any]], reference: dict[str, Any]
+) -> None:
+    peaks = reference["meta"]["theoreticalTFPerGPU"]
+    got = points(built["percent-of-peak"])
+    for case in cases:
+        assert got[case["id"]] == pytest.approx(
+            case["usefulTFPerGPU"] / peaks[case["precision"]] * 100)
+    (line,) = built["percent-of-peak"].layout.shapes
+    assert (line.y0, line.y1) == (100.0, 100.0)
+    assert "%" in built["percent-of-peak"].layout.yaxis.title.text
+
+
+def test_layer_time_stacks_forward_and_backward_with_window_range(
+    built: dict[str, go.Figure], cases: list[dict[str, Any]]
+) -> None:
+    fig = built["layer-time"]
+    assert fig.layout.barmode == "stack"
+    forward: dict[str, float] = {}
+    backward: dict[str, float] = {}
+    for trace in fig.data:
+        if trace.type == "bar":
+            target = forward if trace.name.endswith("forward") else backward
+            target.update(zip(ids(trace), trace.y, strict=True))
+        else:
+            for case_id, up, down in zip(ids(trace), trace.error_y.array,
+                                         trace.error_y.arrayminus, strict=True):
+                combined = by_id(cases)[case_id]["windows"]["combined"]
+                layer = by_id(cases)[case_id]["layerMS"]
+                assert up == pytest.approx(max(combined) - layer)
+                assert down == pytest.approx(layer - min(combined))
+    assert forward == {c["id"]: c["forwardMS"] for c in cases}
+    training = {c["id"]: c["backwardMS"] for c in cases if c["mode"] == "training"}
+    assert {k: v for k, v in backward.items() if v is not None} == training
+    assert fig.layout.yaxis.title.text == "time per layer (ms)"
+
+
+def test_nvlink_mean_and_max_against_the_direction_peak(
+    built: dict[str, go.Figure], cases: list[dict[str, Any]], reference: dict[str, Any]
+) -> None:
+    fig = built["nvlink"]
+    for trace in fig.data:
+        direction = trace.name.rsplit(" ", 1)[1]
+        for case_id, mean, up in zip(ids(trace), trace.y, trace.error_y.array, strict=True):
+            case = by_id(cases)[case_id]
+            assert mean == case[f"nvlink{direction}GBps"]
+            assert mean + up == pytest.approx(case[f"nvlinkMax{direction}GBps"])
+    assert sum(len(t.x) for t in fig.data) == 2 * len(cases)
+    (line,) = fig.layout.shapes
+    assert line.y0 == reference["meta"]["theoreticalNVLinkGBpsPerDirection"]
+    assert "GB/s" in fig.layout.yaxis.title.text
+
+
+def test_hbm_against_the_hbm_peak(
+    built: dict[str, go.Figure], cases: list[dict[str, Any]], reference: dict[str, Any]
+) -> None:
+    assert points(built["hbm"]) == {c["id"]: c["analyticalHBMGBps"] for c in cases}
+    assert built["hbm"].layout.shapes[0].y0 == reference["meta"]["theoreticalHBMGBps"]
+    assert built["hbm"].layout.yaxis.title.text == "HBM GB/s"
+
+
+def test_memory_panels(built: dict[str, go.Figure], cases: list[dict[str, Any]]) -> None:
+    fig = built["memory"]
+    allocated = {}
+    for trace in fig.data:
+        if trace.name.endswith("allocated"):
+            allocated.update(zip(ids(trace), trace.y, strict=True))
+    assert allocated == {c["id"]: c["allocatedPeakGiB"] for c in cases}
+    scratch = points(fig, axis="x2")
+    slot_traces = [t for t in fig.data if t.name.endswith(" slot")]
+    assert sum(len(t.x) for t in slot_traces) == len(cases)
+    saved = points(fig, axis="x3")
+    training = [c for c in cases if c["mode"] == "training"]
+    assert set(saved) == {c["id"] for c in training} and training
+    for case in training:
+        mean = sum(case["savedBytes"]) / len(case["savedBytes"]) / 2**30
+        assert saved[case["id"]] == pytest.approx(mean)
+    assert scratch  # the arena panel is drawn
+    titles = {fig.layout.yaxis.title.text, fig.layout.yaxis2.title.text,
+              fig.layout.yaxis3.title.text}
+    assert titles == {"peak GiB", "arena GiB", "saved GiB per rank"}
+
+
+def test_routing_heatmap_is_case_by_rank(
+    built: dict[str, go.Figure], cases: list[dict[str, Any]]
+) -> None:
+    fig = built["routing"]
+    heat = next(t for t in fig.data if t.type == "heatmap")
+    widest = max(c["ep"] for c in cases)
+    assert list(heat.y) == [c["id"] for c in cases]
+    for row, case in zip(heat.z, cases, strict=True):
+        assert len(row) == widest
+        assert list(row[: case["ep"]]) == case["receiveRows"]
+        assert all(v is None for v in row[case["ep"]:])
+    imbalance = {}
+    for trace in fig.data[1:]:
+        imbalance.update(zip(trace.y, trace.x, strict=True))
+    assert imbalance == {c["id"]: pytest.approx(c["observedImbalance"]) for c in cases}
+    assert fig.layout.xaxis.title.text == "rank"
+
+
+def test_scaling_lines_join_only_matching_configurations(
+    built: dict[str, go.Figure], cases: list[dict[str, Any]]
+) -> None:
+    fig = built["scaling"]
+    axes = {"x": "F", "x2": "ep"}
+    seen = set()
+    for trace in fig.data:
+        vary = axes[trace.xaxis]
+        seen.add(vary)
+        members = [by_id(cases)[i] for i in ids(trace)]
+        assert list(trace.x) == [c[vary] for c in members] == sorted(trace.x)
+        assert list(trace.y) == [c["usefulTFPerGPU"] for c in members]
+        for field in ("mode", "category", "ep", "precision", "pipeline", "F", "imbalance"):
+            if field != vary:
+                assert len({c[field] for c in members}) == 1, field
+    assert seen == {"F", "ep"}
+    assert fig.layout.xaxis.title.text == "expert width F"
+    assert fig.layout.xaxis2.title.text == "EP (ranks)"
+
+
+def test_arithmetic_intensity(built: dict[str, go.Figure], cases: list[dict[str, Any]]) -> None:
+    fig = built["intensity"]
+    got = {}
+    for trace in fig.data:
+        got.update(zip(trace.x, trace.y, strict=True))
+    expected = {c["forwardFlopsPerLogicalPayloadByteRank0"]: c["usefulTFPerGPU"]
+                for c in cases if c["forwardFlopsPerLogicalPayloadByteRank0"]}
+    assert got == expected
+    assert fig.layout.xaxis.type == "log"
+    assert "FLOP per logical payload byte" in fig.layout.xaxis.title.text
+
+
+def test_one_style_per_precision_and_pipeline_on_every_chart(
+    built: dict[str, go.Figure], cases: list[dict[str, Any]]
+) -> None:
+    styles: dict[str, set[tuple[str, str]]] = {}
+    for fig in built.values():
+        for trace in fig.data:
+            if not trace.legendgroup or trace.name.endswith("windows min-max"):
+                continue
+            precision, pipeline = trace.legendgroup.split(" · ")
+            assert trace.marker.color == figures.precision_colour(precision)
+            if trace.type == "bar":
+                assert trace.marker.pattern.shape == figures.pipeline_pattern(pipeline)
+                continue
+            symbol = trace.marker.symbol.removesuffix("-open")
+            styles.setdefault(trace.legendgroup, set()).add((trace.marker.color, symbol))
+    assert set(styles) == {f"{c['precision']} · {c['pipeline']}" for c in cases}
+    assert all(len(s) == 1 for s in styles.values())
+    colours = {next(iter(s))[0] for s in styles.values()}
+    symbols = {next(iter(s))[1] for s in styles.values()}
+    assert len(colours) == 3 and len(symbols) == 3
+    assert figures.precision_colour("fp4-new") == figures.precision_colour("fp4-new")
+
+
+def strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in strings(v)]
+    return []
+
+
+def test_report_strings_are_escaped(
+    cases: list[dict[str, Any]], reference: dict[str, Any]
+) -> None:
+    cases[0]["id"] = "<img src=x onerror=alert(1)>"
+    cases[0]["pipeline"] = "<script>alert(1)</script>"
+    for key, fig in figures.report_figures(cases, reference["meta"]).items():
+        found = strings(fig.to_plotly_json())
+        assert not [s for s in found if "<img" in s or "<script" in s], key
+        if key != "scaling":  # the altered case matches no other configuration
+            assert any("&lt;img src=x onerror=alert(1)&gt;" in s for s in found), key
+            assert any("&lt;script&gt;" in s for s in found), key
+
+
+def test_case_figures(cases: list[dict[str, Any]]) -> None:
+    training = next(c for c in cases if c["mode"] == "training")
+    built = figures.case_figures(training)
+    windows = {t.name: list(t.y) for t in built["windows"].data}
+    assert windows == training["windows"] and set(windows) == {"combined", "forward", "backward"}
+    assert list(built["receive-rows"].data[0].y) == training["receiveRows"]
+    saved = [v * 2**30 for v in built["saved-bytes"].data[0].y]
+    assert saved == pytest.approx(training["savedBytes"])
+    memory = dict(zip(built["memory"].data[0].x, built["memory"].data[0].y, strict=True))
+    assert memory["allocated peak"] == training["allocatedPeakGiB"]
+    assert memory["arena"] == pytest.approx(training["arenaBytes"] / 2**30)
+    assert built["windows"].layout.yaxis.title.text == "time (ms)"
+    for fig in built.values():
+        go.Figure(fig.to_dict())
+    inference = next(c for c in cases if c["mode"] == "inference")
+    assert {t.name for t in figures.case_windows(inference).data} == {"combined", "forward"}
