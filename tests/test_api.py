@@ -451,7 +451,7 @@ def test_every_error_has_the_shared_shape(
     created = _post(client, small_report(reference, 1), ingest)
     changed = {**reference["cases"][0], "layerMS": 5.0}
     responses = [
-        (client.get("/no/such/route"), 404),
+        (client.get("/api/v1/no/such/route"), 404),
         (client.put(REPORTS), 405),
         (client.get(f"{REPORTS}/abc"), 422),
         (client.get(REPORTS, params={"limit": "x"}), 422),
