@@ -59,6 +59,19 @@ def run_command(matrix: Path, *, nproc: int | None, url: str | None, token: str 
     return 2
 
 
-def flush_command(spool_dir: Path | None, *, url: str | None, token: str | None) -> int:
-    print("error: moescope runner flush is not implemented yet", file=sys.stderr)
-    return 2
+def flush_command(spool_dir: Path | None, *, url: str | None, token: str | None,
+                  deadline_s: float = 60.0) -> int:
+    from runner.client import flush_spool, resolve_token, resolve_url
+    from runner.spool import Spool, SpoolError, default_spool_dir
+
+    spool = Spool(spool_dir or default_spool_dir())
+    try:
+        result = flush_spool(spool, resolve_url(url), resolve_token(token), deadline_s)
+    except SpoolError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"spool {spool.root}: {result.delivered} case(s) delivered, {result.rejected} "
+          f"refused by the service, {result.pending} still pending")
+    for problem in dict.fromkeys(result.problems):
+        print(f"  {problem}", file=sys.stderr)
+    return 0 if not result.pending and not result.rejected else 1

@@ -164,8 +164,9 @@ class LiveServer:
 
     def token(self, scope: str) -> str:
         out = subprocess.run(
-            [sys.executable, "-m", "app.cli", "token", "create", f"live-{scope}",
-             "--scope", scope, "--database-url", self.database_url],
+            # --database-url belongs to `token`, before its subcommand.
+            [sys.executable, "-m", "app.cli", "token", "--database-url", self.database_url,
+             "create", f"live-{scope}", "--scope", scope],
             check=True, capture_output=True, text=True, cwd=REPO,
         )
         return out.stdout.strip().splitlines()[-1]
@@ -189,9 +190,10 @@ def wait_until_up(
 
 @contextmanager
 def live_server(database_url: str, tmp: Path, *extra_args: str,
-                env: dict[str, str] | None = None) -> Iterator[LiveServer]:
-    """A real ``moescope serve`` process on a free port."""
-    port = free_port()
+                env: dict[str, str] | None = None, port: int | None = None
+                ) -> Iterator[LiveServer]:
+    """A real ``moescope serve`` process on a free port (or ``port``, to restart one)."""
+    port = port or free_port()
     log = tmp / f"server-{port}.log"
     full_env = {**os.environ, "MOESCOPE_DATABASE_URL": database_url, **(env or {})}
     with log.open("wb") as out:
