@@ -55,8 +55,28 @@ def model_command(matrix: Path | None, report: Path | None, check: bool, as_json
 
 def run_command(matrix: Path, *, nproc: int | None, url: str | None, token: str | None,
                 out: Path | None, spool_dir: Path | None) -> int:
-    print("error: moescope run is not implemented yet", file=sys.stderr)
-    return 2
+    from runner.client import resolve_token, resolve_url
+    from runner.spool import default_spool_dir
+
+    try:
+        loaded = load_matrix(matrix)
+    except (MatrixError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        from runner.launch import RunOptions, run_safely
+    except ImportError as exc:
+        print(f"error: moescope run needs torch (pip install 'moescope[runner]'): {exc}",
+              file=sys.stderr)
+        return 2
+    target = resolve_url(url)
+    if out is None and target is None:
+        print("error: give --out FILE and/or --url URL (or MOESCOPE_URL): the results "
+              "must go somewhere", file=sys.stderr)
+        return 2
+    opts = RunOptions(loaded, target, resolve_token(token), out,
+                      spool_dir or default_spool_dir())
+    return run_safely(opts, nproc)
 
 
 def flush_command(spool_dir: Path | None, *, url: str | None, token: str | None,

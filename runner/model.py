@@ -47,6 +47,7 @@ ELEMENT_BYTES: dict[str, Fraction] = {
 PRECISIONS = tuple(ELEMENT_BYTES)
 # The pipelines the runner's registry implements (runner/pipelines.py checks it agrees).
 PIPELINES = ("standard", "staged", "mega")
+BLOCK_ELEMENTS = {"mxfp8": 32, "nvfp4": 16}  # elements sharing one block scale
 GROUP_ROWS = 128  # quantized GEMMs take each expert's rows padded to a multiple of this
 CAPACITY_FACTOR = 8
 TRAINING_FACTOR = 3  # forward + backward (two GEMMs per forward GEMM)
@@ -195,8 +196,8 @@ def experts_per_rank(shape: Shape, case: CaseSpec) -> int:
     return shape.E // case.ep
 
 
-def capacity_rows(shape: Shape, case: CaseSpec) -> int:
-    rows = CAPACITY_FACTOR * shape.TK
+def capacity_rows(shape: Shape, case: CaseSpec, factor: int = CAPACITY_FACTOR) -> int:
+    rows = factor * shape.TK
     if not case.quantized:
         return rows
     # Every expert but one may waste up to 127 padding rows on top of the bf16 capacity.
@@ -328,14 +329,15 @@ def _number(value: Fraction) -> int | float:
     return int(value) if value.denominator == 1 else float(value)
 
 
-def model_case(shape: Shape, case: CaseSpec) -> CaseModel:
+def model_case(shape: Shape, case: CaseSpec, capacity_factor: int = CAPACITY_FACTOR
+               ) -> CaseModel:
     check_case(shape, case)
     receive = receive_rows(case.ep, shape.TK, case.imbalance)
     return CaseModel(
         id=case.id,
         usefulFlops=useful_flops(shape, case),
         modelBytes=model_bytes(shape, case, receive),
-        capacityRows=capacity_rows(shape, case),
+        capacityRows=capacity_rows(shape, case, capacity_factor),
         receiveRows=receive,
         inputBytes=input_bytes(shape),
         savedBytes=saved_bytes(shape, case, receive),
