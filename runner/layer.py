@@ -79,7 +79,8 @@ def make_experts(shape_d: int, f: int, first_expert: int, count: int, seed: int,
     """Weights drawn per global expert from the seed, so any rank can rebuild any expert."""
     def draw(e: int, which: int, rows: int, cols: int) -> torch.Tensor:
         g = torch.Generator().manual_seed(seed * 7919 + e * 3 + which + 1)
-        return torch.randn(rows, cols, generator=g) / float(rows) ** 0.5
+        scale: float = rows ** -0.5
+        return torch.randn(rows, cols, generator=g) * scale
 
     tensors = []
     for which, (rows, cols) in enumerate([(shape_d, f), (shape_d, f), (f, shape_d)]):
