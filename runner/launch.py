@@ -16,14 +16,13 @@ import traceback
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.multiprocessing.spawn import spawn
 
-from runner.client import Sender, flush_spool
 from runner.execute import ERROR_BOUNDS, RankOutcome, run_case
 from runner.matrix import Matrix
 from runner.model import CaseSpec
@@ -32,6 +31,9 @@ from runner.platform import Platform, datasheet_peaks, detect, host_info, local_
 from runner.report import PlatformFacts, block_size_problem, build_case, build_meta, check_report
 from runner.routing import Plan, RoutingError, build_plan
 from runner.spool import Spool, SpoolError, write_atomic
+
+if TYPE_CHECKING:
+    from runner.client import Sender
 
 
 @dataclass(frozen=True)
@@ -205,6 +207,8 @@ class Reporter:
         self.sender: Sender | None = None
         spool = Spool(opts.spool_dir)
         if opts.url:
+            from runner.client import Sender, flush_spool  # httpx only when posting
+
             earlier = flush_spool(spool, None, opts.token, opts.deadline_s)
             if earlier.delivered:
                 print(f"resent {earlier.delivered} case(s) spooled by earlier runs",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -164,3 +166,20 @@ def test_check_needs_a_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                       "precision='bf16'\npipeline='standard'\nF=16\nimbalance=1\ncategory='t'\n")
     assert main(["model", "--matrix", str(matrix), "--check"]) == 2
     assert "--report" in capsys.readouterr().err
+
+
+def test_model_command_needs_no_torch(tmp_path: Path) -> None:
+    """`moescope model` runs where only the runner's light dependencies are installed."""
+    reference = Path(__file__).resolve().parent.parent / "ingest/data/gb300-nvl72-isolated-v6.json"
+    code = (
+        "import sys, contextlib, io\n"
+        "import app.cli\n"
+        "assert 'runner' not in sys.modules, 'app.cli imports the runner eagerly'\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert app.cli.main(['model', '--report', {str(reference)!r}, '--check']) == 0\n"
+        "heavy = {'torch', 'fastapi', 'dash', 'sqlalchemy'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.returncode == 0, out.stderr
