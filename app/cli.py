@@ -164,10 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
     create = token_sub.add_parser("create", help="create a token and print it once")
     create.add_argument("name")
     create.add_argument("--scope", choices=("read", "ingest", "admin"), required=True)
-    token_sub.add_parser("list", help="list tokens (never the tokens themselves)")
+    listing = token_sub.add_parser("list", help="list tokens (never the tokens themselves)")
     revoke = token_sub.add_parser("revoke", help="revoke a token by id or name")
     revoke.add_argument("ident", metavar="ID|NAME")
-    _add_database_option(token)
+    # On each subcommand, as for ``db``: given on ``token`` itself, the option would not
+    # be accepted after the subcommand's own arguments (``token create NAME ... --database-url``).
+    for p in (create, listing, revoke):
+        _add_database_option(p)
     token.set_defaults(func=cmd_token)
 
     ingest = sub.add_parser("ingest", help="load report files (into the database or a server)")

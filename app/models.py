@@ -84,6 +84,10 @@ class ReportRow(Base):
     __table_args__ = (
         Index("ix_reports_created_at_id", "created_at", "id"),
         CheckConstraint("case_count >= 0", name="case_count_non_negative"),
+        # Without AUTOINCREMENT SQLite hands a deleted newest report's id to the next
+        # one: a runner still appending to /reports/{id}/cases would write into an
+        # unrelated report, and old links would show it. (Postgres never reuses ids.)
+        {"sqlite_autoincrement": True},
     )
 
 

@@ -5,6 +5,7 @@ Every figure is computed from the report's own meta (its peaks), never from cons
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -59,10 +60,16 @@ class Caveat:
     message: str
 
 
+def _finite(value: float) -> float | None:
+    """Finite inputs can still overflow a ratio (1e10 over a 1e-300 peak): the API cannot
+    send an infinity as JSON, and sorting would put it first, so it is no value at all."""
+    return value if math.isfinite(value) else None
+
+
 def _percent(value: float | None, peak: float | None) -> float | None:
     if value is None or not peak:
         return None
-    return value / peak * 100.0
+    return _finite(value / peak * 100.0)
 
 
 def peak_for(meta: Meta, precision: str) -> float | None:
@@ -72,7 +79,7 @@ def peak_for(meta: Meta, precision: str) -> float | None:
 def window_spread_percent(windows: list[float]) -> float | None:
     if not windows:
         return None
-    return (max(windows) - min(windows)) / statistics.median(windows) * 100.0
+    return _finite((max(windows) - min(windows)) / statistics.median(windows) * 100.0)
 
 
 def observed_imbalance(receive_rows: list[int]) -> float | None:

@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # Postgres BIGINT: integer metrics become real columns, so they must fit one.
 INT64_MAX = 2**63 - 1
+# Postgres INTEGER, for the columns that are one (ep, ids).
+INT32_MAX = 2**31 - 1
 
 PositiveMS = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
@@ -57,7 +59,7 @@ class Windows(WireModel):
 class Case(WireModel):
     id: Annotated[str, Field(min_length=1, max_length=300)]
     mode: Literal["inference", "training"]
-    ep: PositiveCount
+    ep: Annotated[int, Field(gt=0, le=INT32_MAX)]
     category: Name
     F: PositiveCount
     imbalance: Annotated[float, Field(ge=1)]

@@ -35,7 +35,8 @@ class Problem:
         return format_path(self.loc)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"loc": ["body", *self.loc], "path": self.path, "msg": self.msg, "type": self.type}
+        loc = [_printable(part) if isinstance(part, str) else part for part in self.loc]
+        return {"loc": ["body", *loc], "path": self.path, "msg": self.msg, "type": self.type}
 
     def __str__(self) -> str:
         return f"{self.path or '<root>'}: {self.msg}"
@@ -56,18 +57,24 @@ def format_path(loc: Loc) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
+            part = _printable(part)
             out += f".{part}" if out else part
     return out
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON (non-finite numbers are rejected)")
+def _printable(text: str) -> str:
+    """The text with lone surrogates and NUL escaped (``\\ud800``, ``\\x00``): a key
+    that carries one must still be nameable in an error, an error body must encode as
+    UTF-8, and ``moescope ingest`` prints paths to a terminal."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 def parse_json(body: bytes | str) -> Any:
-    """Strict JSON: no NaN/Infinity, no nesting past MAX_DEPTH."""
+    """JSON with no nesting past MAX_DEPTH. NaN and Infinity parse to floats here so that
+    ``tree_problems`` rejects them with the path of the field that holds them: callers
+    must validate what this returns before storing it."""
     try:
-        return json.loads(body, parse_constant=_reject_constant)
+        return json.loads(body)
     except json.JSONDecodeError as exc:
         raise InvalidPayload(
             [Problem((), f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
@@ -106,16 +113,19 @@ def tree_problems(value: Any) -> Iterator[Problem]:
         elif isinstance(node, str):
             yield from _string_problems(loc, node, what="string")
         elif isinstance(node, float) and not math.isfinite(node):
-            yield Problem(loc, "number out of range (must be finite)", "finite_number")
+            yield Problem(loc, "must be a finite number (not NaN or Infinity)", "finite_number")
 
 
 def _string_problems(loc: Loc, text: str, *, what: str) -> Iterator[Problem]:
+    # A bad key is reported at its parent's path, the key named in the message (ascii()
+    # escapes NUL and surrogates): the key itself cannot be a clean path part.
+    label = f"key {ascii(text)}" if what == "key" else what
     if "\x00" in text:
-        yield Problem(loc, f"{what} contains a NUL byte (\\u0000)", "string_nul")
+        yield Problem(loc, f"{label} contains a NUL byte (\\u0000)", "string_nul")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        yield Problem(loc, f"{what} contains a lone UTF-16 surrogate", "string_surrogate")
+        yield Problem(loc, f"{label} contains a lone UTF-16 surrogate", "string_surrogate")
 
 
 _MESSAGES: dict[str, Callable[[dict[str, Any]], str]] = {
@@ -165,9 +175,14 @@ def _validate(model: type[M], data: Any) -> M:
         problems += _duplicate_id_problems(data.get("cases"))
     result: M | None = None
     try:
-        result = model.model_validate(data)
+        # Strict: the stored payload is the JSON as posted, so "ep": "8" or "ep": true
+        # must not pass as the integer the column would then hold.
+        result = model.model_validate(data, strict=True)
     except ValidationError as exc:
-        problems += _pydantic_problems(exc)
+        # Where the tree check already named a field's problem (a NaN, a NUL byte, a
+        # surrogate), pydantic's own complaint about the same value says it twice.
+        explained = {p.loc for p in problems}
+        problems += [p for p in _pydantic_problems(exc) if p.loc not in explained]
     if problems or result is None:
         raise InvalidPayload(_dedupe(problems))
     return result

@@ -239,12 +239,13 @@ def _list_query(q: str | None, gpu: str | None) -> Select[ReportRow]:
     if gpu:
         query = query.where(ReportRow.gpu == gpu)
     if q:
-        pattern = f"%{q.lower()}%"
+        # autoescape: '%' and '_' in the search text are literal, not wildcards.
+        needle = q.lower()
         query = query.where(or_(
-            func.lower(ReportRow.gpu).like(pattern),
-            func.lower(func.coalesce(ReportRow.source, "")).like(pattern),
-            func.lower(ReportRow.date).like(pattern),
-            func.lower(func.coalesce(ReportRow.run_id, "")).like(pattern),
+            func.lower(ReportRow.gpu).contains(needle, autoescape=True),
+            func.lower(func.coalesce(ReportRow.source, "")).contains(needle, autoescape=True),
+            func.lower(ReportRow.date).contains(needle, autoescape=True),
+            func.lower(func.coalesce(ReportRow.run_id, "")).contains(needle, autoescape=True),
         ))
     return query
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Path, Query, Response
+from pydantic import AfterValidator, Field, StringConstraints
 
 from app.api.deps import AdminToken, IngestToken, JsonBody, ReadAccess
 from app.api.openapi import body_schema
@@ -22,10 +24,26 @@ from app.core.config import get_settings
 from app.core.db import SessionDep
 from app.repository import cases as cases_repo
 from app.repository import reports as reports_repo
-from ingest.schema import CaseList, Report
+from ingest.schema import INT32_MAX, INT64_MAX, CaseList, Report
 from ingest.validate import validate_case_list, validate_report
 
 router = APIRouter(prefix="/reports", tags=["reports"])
+
+
+def _no_nul(text: str) -> str:
+    if "\x00" in text:
+        raise ValueError("must not contain a NUL byte")
+    return text
+
+
+# Bounds of the columns they are compared with: past them the database raises (a 500),
+# and Postgres rejects NUL in any text parameter.
+ReportId = Annotated[int, Path(ge=1, le=INT32_MAX)]
+Offset = Annotated[int, Query(ge=0, le=INT64_MAX)]
+Text = Annotated[str, AfterValidator(_no_nul)]
+ShortText = Annotated[str, StringConstraints(max_length=200), AfterValidator(_no_nul)]
+EpValue = Annotated[int, Field(ge=1, le=INT32_MAX)]
+FValue = Annotated[int, Field(ge=1, le=INT64_MAX)]
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"description": "Malformed JSON"},
@@ -63,7 +81,7 @@ def post_report(
     openapi_extra=body_schema(CaseList),
 )
 def append_cases(
-    report_id: int, _token: IngestToken, body: JsonBody, session: SessionDep
+    report_id: ReportId, _token: IngestToken, body: JsonBody, session: SessionDep
 ) -> CasesAppended:
     """Append cases as they finish. An identical case again is a no-op."""
     case_list = validate_case_list(body)
@@ -79,10 +97,10 @@ def list_reports(
     _read: ReadAccess,
     session: SessionDep,
     limit: Annotated[int, Query(ge=1)] = 20,
-    offset: Annotated[int, Query(ge=0)] = 0,
-    q: Annotated[str | None, Query(max_length=200, description="Search GPU, source, date")]
+    offset: Offset = 0,
+    q: Annotated[ShortText | None, Query(description="Search GPU, source, date")]
     = None,
-    gpu: Annotated[str | None, Query(max_length=200)] = None,
+    gpu: Annotated[ShortText | None, Query()] = None,
 ) -> ReportPage:
     """Reports, newest first. ``limit`` is capped at MOESCOPE_PAGE_SIZE_MAX."""
     limit = min(limit, get_settings().page_size_max)
@@ -93,7 +111,7 @@ def list_reports(
 
 
 @router.get("/{report_id}", responses={404: {"description": "No such report"}})
-def get_report(report_id: int, _read: ReadAccess, session: SessionDep) -> ReportDetail:
+def get_report(report_id: ReportId, _read: ReadAccess, session: SessionDep) -> ReportDetail:
     row = reports_repo.get_report(session, report_id)
     summary = {
         **cases_repo.facets(session, report_id),
@@ -113,15 +131,15 @@ SortField = Literal[tuple(cases_repo.SORTABLE)]  # type: ignore[valid-type]
 
 @router.get("/{report_id}/cases", responses={404: {"description": "No such report"}})
 def list_cases(
-    report_id: int,
+    report_id: ReportId,
     _read: ReadAccess,
     session: SessionDep,
     mode: Annotated[list[Literal["inference", "training"]], Query()] = [],  # noqa: B006
-    ep: Annotated[list[int], Query()] = [],  # noqa: B006
-    precision: Annotated[list[str], Query()] = [],  # noqa: B006
-    pipeline: Annotated[list[str], Query()] = [],  # noqa: B006
-    category: Annotated[list[str], Query()] = [],  # noqa: B006
-    F: Annotated[list[int], Query()] = [],  # noqa: B006
+    ep: Annotated[list[EpValue], Query()] = [],  # noqa: B006
+    precision: Annotated[list[Text], Query()] = [],  # noqa: B006
+    pipeline: Annotated[list[Text], Query()] = [],  # noqa: B006
+    category: Annotated[list[Text], Query()] = [],  # noqa: B006
+    F: Annotated[list[FValue], Query()] = [],  # noqa: B006
     imbalance: Annotated[list[float], Query()] = [],  # noqa: B006
     sort: Annotated[
         SortField,  # type: ignore[valid-type]
@@ -129,7 +147,7 @@ def list_cases(
     ] = "position",
     order: Literal["asc", "desc"] = "asc",
     limit: Annotated[int, Query(ge=1, le=1000)] = 1000,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> CasePage:
     """Cases with their derived fields and caveats. Repeat a filter to match any value."""
     filters = cases_repo.CaseFilter(
@@ -143,15 +161,17 @@ def list_cases(
     return CasePage(items=[case_out(r) for r in rows], total=total, limit=limit, offset=offset)
 
 
-@router.get("/{report_id}/cases/{case_id}", responses={404: {"description": "No such case"}})
+# ``:path``: a case id may hold a '/' (sent as %2F, which the router sees decoded).
+@router.get("/{report_id}/cases/{case_id:path}",
+            responses={404: {"description": "No such case"}})
 def get_case(
-    report_id: int, case_id: str, _read: ReadAccess, session: SessionDep
+    report_id: ReportId, case_id: Annotated[Text, Path()], _read: ReadAccess, session: SessionDep
 ) -> dict[str, Any]:
     return case_out(cases_repo.get_case(session, report_id, case_id))
 
 
 @router.get("/{report_id}/report.json", responses={404: {"description": "No such report"}})
-def report_json(report_id: int, _read: ReadAccess, session: SessionDep) -> Response:
+def report_json(report_id: ReportId, _read: ReadAccess, session: SessionDep) -> Response:
     """The report exactly as posted, unknown fields included, appended cases in order."""
     document = reports_repo.report_document(session, report_id)
     return Response(
@@ -162,14 +182,12 @@ def report_json(report_id: int, _read: ReadAccess, session: SessionDep) -> Respo
 
 
 @router.delete("/{report_id}", status_code=204, responses={404: {"description": "No such report"}})
-def delete_report(report_id: int, _token: AdminToken, session: SessionDep) -> Response:
+def delete_report(report_id: ReportId, _token: AdminToken, session: SessionDep) -> Response:
     reports_repo.delete_report(session, report_id)
     session.commit()
     return Response(status_code=204)
 
 
 def _dumps(document: dict[str, Any]) -> bytes:
-    import json
-
     # Python's float repr is the shortest round-tripping form: floats come back exact.
     return json.dumps(document, ensure_ascii=False, allow_nan=False).encode("utf-8")

@@ -48,7 +48,8 @@ def upgrade() -> None:
     sa.CheckConstraint('case_count >= 0', name=op.f('ck_reports_case_count_non_negative')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_reports')),
     sa.UniqueConstraint('content_sha256', name=op.f('uq_reports_content_sha256')),
-    sa.UniqueConstraint('run_id', name=op.f('uq_reports_run_id'))
+    sa.UniqueConstraint('run_id', name=op.f('uq_reports_run_id')),
+    sqlite_autoincrement=True
     )
     with op.batch_alter_table('reports', schema=None) as batch_op:
         batch_op.create_index('ix_reports_created_at_id', ['created_at', 'id'], unique=False)
