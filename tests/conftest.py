@@ -164,9 +164,8 @@ class LiveServer:
 
     def token(self, scope: str) -> str:
         out = subprocess.run(
-            # --database-url belongs to `token`, before its subcommand.
-            [sys.executable, "-m", "app.cli", "token", "--database-url", self.database_url,
-             "create", f"live-{scope}", "--scope", scope],
+            [sys.executable, "-m", "app.cli", "token", "create", f"live-{scope}",
+             "--scope", scope, "--database-url", self.database_url],
             check=True, capture_output=True, text=True, cwd=REPO,
         )
         return out.stdout.strip().splitlines()[-1]
