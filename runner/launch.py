@@ -125,7 +125,11 @@ def worker_main(rank: int, world: int, opts: RunOptions) -> int:
     if not plat.cuda:
         # Ranks share the node's cores: one thread each, or they spin against each other.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
-    dist.init_process_group(plat.backend, rank=rank, world_size=world)
+    if plat.cuda:  # binding the device lets NCCL set up eagerly and barriers know it
+        dist.init_process_group(plat.backend, rank=rank, world_size=world,
+                                device_id=plat.device)
+    else:
+        dist.init_process_group(plat.backend, rank=rank, world_size=world)
     try:
         return _worker(rank, world, opts, plat)
     finally:
