@@ -121,13 +121,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from runner.commands import run_command
 
     return run_command(args.matrix, nproc=args.nproc, url=args.url, token=args.token,
-                       out=args.out, spool_dir=args.spool)
+                       out=args.out, spool_dir=args.spool, deadline_s=args.deadline)
 
 
 def cmd_runner(args: argparse.Namespace) -> int:
     from runner.commands import flush_command
 
-    return flush_command(args.spool, url=args.url, token=args.token)
+    return flush_command(args.spool, url=args.url, token=args.token, deadline_s=args.deadline)
 
 
 def _add_database_option(parser: argparse.ArgumentParser) -> None:
@@ -213,6 +213,8 @@ def _add_delivery_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spool", type=Path, metavar="DIR",
                         help="undelivered posts (default: MOESCOPE_SPOOL, "
                              "else ~/.cache/moescope/spool)")
+    parser.add_argument("--deadline", type=float, default=60.0, metavar="SECONDS",
+                        help="how long one post retries before it is left in the spool")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

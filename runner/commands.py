@@ -54,7 +54,7 @@ def model_command(matrix: Path | None, report: Path | None, check: bool, as_json
 
 
 def run_command(matrix: Path, *, nproc: int | None, url: str | None, token: str | None,
-                out: Path | None, spool_dir: Path | None) -> int:
+                out: Path | None, spool_dir: Path | None, deadline_s: float = 60.0) -> int:
     from runner.client import resolve_token, resolve_url
     from runner.spool import default_spool_dir
 
@@ -75,7 +75,7 @@ def run_command(matrix: Path, *, nproc: int | None, url: str | None, token: str 
               "must go somewhere", file=sys.stderr)
         return 2
     opts = RunOptions(loaded, target, resolve_token(token), out,
-                      spool_dir or default_spool_dir())
+                      spool_dir or default_spool_dir(), deadline_s)
     return run_safely(opts, nproc)
 
 

@@ -171,3 +171,34 @@ def test_retries_back_off_until_the_deadline() -> None:
     assert max(waits) <= 0.2
     with pytest.raises(DeliveryError, match=r"after 1 attempt\(s\)"):
         client.post("/reports", {}, deadline_s=0)
+
+
+def test_a_run_with_the_service_down_keeps_every_case_for_flush(
+    server: tuple[LiveServer, str], tmp_path: Path
+) -> None:
+    live, token = server
+    matrix = tmp_path / "m.toml"
+    matrix.write_text(
+        "[shape]\nT = 8\nD = 32\nE = 2\nK = 1\n[timing]\nwindows = 1\niterations = 1\n"
+        "warmup = 0\n[matrix]\nmode = ['inference', 'training']\nep = 1\nprecision = 'bf16'\n"
+        "pipeline = 'standard'\nF = [32, 64]\nimbalance = 1\ncategory = 'down'\n")
+    spool, out = tmp_path / "spool", tmp_path / "r.json"
+    dead = f"http://127.0.0.1:{free_port()}"
+    ran = subprocess.run(
+        [sys.executable, "-m", "app.cli", "run", "--matrix", str(matrix), "--nproc", "1",
+         "--url", dead, "--token", token, "--deadline", "0.5", "--spool", str(spool),
+         "--out", str(out)], capture_output=True, text=True, cwd=REPO, timeout=240)
+    assert ran.returncode == 1, ran.stderr  # not delivered: the exit status says so
+    assert "4 case(s) still spooled" in ran.stderr
+    written = json.loads(out.read_text())
+    [held] = list(Spool(spool).pending())
+    assert held.meta == written["meta"] and held.url == dead
+    assert held.cases() == written["cases"] and len(written["cases"]) == 4
+    flushed = subprocess.run(
+        [sys.executable, "-m", "app.cli", "runner", "flush", "--spool", str(spool),
+         "--url", live.url, "--token", token], capture_output=True, text=True, cwd=REPO)
+    assert flushed.returncode == 0, flushed.stderr
+    report_id = report_id_of(live.url, written["meta"]["runId"])
+    assert stored_cases(live.url, report_id) == [c["id"] for c in written["cases"]]
+    document = httpx.get(f"{live.url}/api/v1/reports/{report_id}/report.json", timeout=10)
+    assert document.json() == written
