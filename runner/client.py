@@ -37,13 +37,16 @@ def _stderr(message: str) -> None:
 class DeliveryError(RuntimeError):
     """The service could not be reached, or answered with an error, before the deadline."""
 
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
 
 class Rejected(DeliveryError):
     """The service refused the payload; sending it again cannot help."""
 
     def __init__(self, status: int, detail: str) -> None:
-        super().__init__(f"HTTP {status}: {detail}")
-        self.status = status
+        super().__init__(f"HTTP {status}: {detail}", status)
 
 
 @dataclass
@@ -78,7 +81,7 @@ class Client:
                     raise Rejected(response.status_code, response.text[:2000])
                 if response.status_code not in RETRY_STATUS:
                     # 401/403/404: not the payload's fault, and not going to change soon.
-                    raise DeliveryError(problem)
+                    raise DeliveryError(problem, response.status_code)
                 wait = max(delay, _retry_after(response))
             left = end - time.monotonic()
             if left <= 0:
@@ -152,7 +155,7 @@ def _send(client: Client, run: PendingRun, cases: list[dict[str, Any]], deadline
         except Rejected:
             raise
         except DeliveryError as exc:
-            if "HTTP 404" not in str(exc):
+            if exc.status != 404:
                 raise
             # The report went away (deleted, another server): create it again.
     answer = client.post("/reports", {"meta": run.meta, "cases": cases}, deadline_s)

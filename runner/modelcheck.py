@@ -9,7 +9,6 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ingest.schema import Case, Report
 from ingest.validate import parse_json, validate_report
@@ -134,6 +133,3 @@ def model_table(shape: Shape, specs: Iterable[CaseSpec]) -> Iterable[str]:
         yield (f"{m.id:<58} {m.usefulFlops / 1e9:>13.1f} {float(m.modelBytes) / 1e6:>10.1f} "
                f"{m.capacityRows:>9} {max(m.receiveRows):>9}")
 
-
-def report_json(report: Report) -> dict[str, Any]:
-    return report.model_dump(mode="json")

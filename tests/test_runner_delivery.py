@@ -202,3 +202,21 @@ def test_a_run_with_the_service_down_keeps_every_case_for_flush(
     assert stored_cases(live.url, report_id) == [c["id"] for c in written["cases"]]
     document = httpx.get(f"{live.url}/api/v1/reports/{report_id}/report.json", timeout=10)
     assert document.json() == written
+
+
+def test_a_report_deleted_mid_run_is_created_again(
+    server: tuple[LiveServer, str], tmp_path: Path, reference: dict[str, Any]
+) -> None:
+    live, token = server
+    meta, cases = meta_and_cases(reference, "run-deleted", 2)
+    sender = Sender(Spool(tmp_path / "spool"), live.url, token, meta, deadline_s=5)
+    sender.start()
+    sender.send(cases[0])
+    first = sender.report_id
+    deleted = httpx.delete(f"{live.url}/api/v1/reports/{first}", timeout=10,
+                           headers={"Authorization": f"Bearer {live.token('admin')}"})
+    assert deleted.status_code in (200, 204), deleted.text
+    sender.send(cases[1])  # the append gets 404: the report is posted again, with the case
+    assert sender.report_id != first
+    assert stored_cases(live.url, report_id_of(live.url, "run-deleted")) == [cases[1]["id"]]
+    assert sender.close().pending == 0
