@@ -13,6 +13,7 @@ for one rank. A kernel library (DeepEP, TransformerEngine) would register anothe
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -83,10 +84,30 @@ def build_staged(ctx: BuildContext) -> Forward:
     return _one_pass(ctx, cfg, stages=min(STAGES, ctx.tokens))
 
 
+def compiled_or_eager(fn: ExpertFn) -> ExpertFn:
+    """``torch.compile(fn)``, falling back to ``fn`` (with a message) if compiling fails,
+    e.g. where Triton is missing: a case then runs eagerly instead of crashing the run."""
+    compiled = torch.compile(fn, dynamic=False)
+    current: list[ExpertFn] = [compiled]
+
+    def call(*args: Any) -> torch.Tensor:
+        try:
+            return current[0](*args)
+        except Exception as exc:  # noqa: BLE001 - any compiler failure
+            if current[0] is fn:
+                raise
+            print(f"warning: mega: torch.compile failed ({type(exc).__name__}: "
+                  f"{str(exc)[:200]}); running eagerly", file=sys.stderr)
+            current[0] = fn
+            return fn(*args)
+
+    return call
+
+
 def build_mega(ctx: BuildContext) -> Forward:
     fn = expert_fn(ctx)
     if ctx.device.type == "cuda":
-        fn = torch.compile(fn, dynamic=False)
+        fn = compiled_or_eager(fn)
     quantized = ctx.precision != "bf16"
     return _one_pass(ctx, PassConfig(ctx.precision, quantized, True, fn, ctx.group))
 

@@ -130,12 +130,15 @@ def _notes(facts: PlatformFacts, pipeline_notes: list[str], skipped: list[str],
         timing = ("CUDA events around I iterations per window (inference: CUDA-graph "
                   "replays where capture succeeded); warm-up, then the maximum over ranks "
                   "per window, median of the windows; forward, backward and combined "
-                  "reduced separately.")
+                  "reduced separately (inference: the combined step is the forward pass, "
+                  "one set of windows serves both).")
     else:
         timing = ("CPU run: wall clock (time.perf_counter) around I iterations per window, "
                   "no CUDA graphs or events; warm-up, then the maximum over ranks per window "
                   "(all-reduce MAX over gloo), median of the windows; forward, backward and "
-                  "combined reduced separately. CPU times say nothing about GPU speed.")
+                  "combined reduced separately (inference: the combined step is the "
+                  "forward pass, one set of windows serves both). CPU times say nothing "
+                  "about GPU speed.")
     peak = {
         "datasheet": "Peak values are theoretical NVIDIA datasheet specifications, not "
                      "benchmarked ceilings.",
