@@ -37,7 +37,7 @@ test: install postgres lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: install postgres
-	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/ingest.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache test-output

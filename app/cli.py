@@ -22,6 +22,25 @@ def _database_url(args: argparse.Namespace) -> str:
     return str(getattr(args, "database_url", None) or get_settings().database_url)
 
 
+def _unmigrated(url: str) -> str | None:
+    """Why the database cannot be used as it is, or None when it is at the head."""
+    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+    from app.core.db import engine_for
+    from db.migrate import current_revision, head_revision
+
+    try:
+        current = current_revision(engine_for(url))
+    except DBAPIError as exc:
+        return f"cannot reach the database: {exc.__class__.__name__}: {exc.orig}"
+    except SQLAlchemyError as exc:
+        return f"cannot reach the database: {exc}"
+    if current != head_revision():
+        return (f"the database is at revision {current or 'none (empty)'}, not the head "
+                f"{head_revision()}: run `moescope db upgrade` first")
+    return None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -77,7 +96,12 @@ def cmd_token(args: argparse.Namespace) -> int:
     from app.core.errors import NotFound
     from app.repository import tokens
 
-    with Session(engine_for(_database_url(args))) as session:
+    url = _database_url(args)
+    problem = _unmigrated(url)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    with Session(engine_for(url)) as session:
         if args.token_command == "create":
             row, token = tokens.create_token(session, args.name, args.scope)
             session.commit()
@@ -105,6 +129,10 @@ def cmd_token(args: argparse.Namespace) -> int:
 def cmd_ingest(args: argparse.Namespace) -> int:
     from app.ingest_files import ingest_files
 
+    problem = None if args.url else _unmigrated(_database_url(args))
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     return ingest_files(
         [Path(f) for f in args.files], database_url=None if args.url else _database_url(args),
         url=args.url, token=args.token,
@@ -164,12 +192,11 @@ def build_parser() -> argparse.ArgumentParser:
     create = token_sub.add_parser("create", help="create a token and print it once")
     create.add_argument("name")
     create.add_argument("--scope", choices=("read", "ingest", "admin"), required=True)
-    listing = token_sub.add_parser("list", help="list tokens (never the tokens themselves)")
+    token_list = token_sub.add_parser("list", help="list tokens (never the tokens themselves)")
     revoke = token_sub.add_parser("revoke", help="revoke a token by id or name")
     revoke.add_argument("ident", metavar="ID|NAME")
-    # On each subcommand, as for ``db``: given on ``token`` itself, the option would not
-    # be accepted after the subcommand's own arguments (``token create NAME ... --database-url``).
-    for p in (create, listing, revoke):
+    # On each leaf, like `db`: `moescope token create NAME --database-url URL`.
+    for p in (create, token_list, revoke):
         _add_database_option(p)
     token.set_defaults(func=cmd_token)
 

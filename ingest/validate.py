@@ -97,6 +97,8 @@ def parse_json(body: bytes | str) -> Any:
 def tree_problems(value: Any) -> Iterator[Problem]:
     """Values no database can store faithfully, anywhere in the tree (iterative: a
     hostile depth must not exhaust the stack)."""
+    if _clean_tree(value):
+        return
     stack: list[tuple[Loc, Any]] = [((), value)]
     while stack:
         loc, node = stack.pop()
@@ -114,6 +116,64 @@ def tree_problems(value: Any) -> Iterator[Problem]:
             yield from _string_problems(loc, node, what="string")
         elif isinstance(node, float) and not math.isfinite(node):
             yield Problem(loc, "must be a finite number (not NaN or Infinity)", "finite_number")
+
+
+_SCALARS = (int, bool, type(None))
+
+
+def _clean_str(text: str) -> bool:
+    if "\x00" in text:
+        return False
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _clean_tree(value: Any) -> bool:
+    """The fast path of ``tree_problems``: True when nothing in the tree is a problem.
+    No paths are built and scalars are checked in place (never stacked): on a clean
+    63-case report this is several times faster, and the slow walk that names each
+    problem's path runs only when there is one to name."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            if not all(map(_clean_str, node)):
+                return False
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            children = (node,)
+            depth -= 1  # a scalar at the root is checked as its own child
+        if children and depth >= MAX_DEPTH:
+            return False  # the children sit deeper than MAX_DEPTH
+        for child in children:
+            kind = type(child)
+            if kind is float:
+                if not math.isfinite(child):
+                    return False
+            elif kind is str:
+                if not _clean_str(child):
+                    return False
+            elif kind in _SCALARS:
+                continue
+            elif isinstance(child, dict | list):
+                stack.append((child, depth + 1))
+            elif not _clean_scalar(child):
+                return False
+    return True
+
+
+def _clean_scalar(value: Any) -> bool:
+    # Subclasses of str or float (not from JSON, but a caller may build such a tree).
+    if isinstance(value, str):
+        return _clean_str(value)
+    return not (isinstance(value, float) and not math.isfinite(value))
 
 
 def _string_problems(loc: Loc, text: str, *, what: str) -> Iterator[Problem]:

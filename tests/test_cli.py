@@ -143,3 +143,19 @@ def test_db_upgrade_and_current(db: list[str], capsys: pytest.CaptureFixture[str
     assert f"database at revision {head} (head {head})" in capsys.readouterr().out
     assert main(["db", "current", *db]) == 0
     assert capsys.readouterr().out.strip() == f"database at revision {head} (head {head})"
+
+
+def test_commands_on_an_unmigrated_database_say_what_to_do(
+    tmp_path: Path, reference: Body, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    report = _write(tmp_path / "r.json", small_report(reference, 1))
+    assert main(["token", "create", "x", "--scope", "read", "--database-url", url]) == 2
+    assert main(["ingest", str(report), "--database-url", url]) == 2
+    err = capsys.readouterr().err.splitlines()
+    expected = (f"error: the database is at revision none (empty), not the head "
+                f"{head_revision()}: run `moescope db upgrade` first")
+    assert err == [expected, expected]
+
+    assert main(["db", "upgrade", "--database-url", url]) == 0
+    assert main(["token", "create", "x", "--scope", "read", "--database-url", url]) == 0

@@ -56,6 +56,9 @@ class Forbidden(MoescopeError):
 class BodyTooLarge(MoescopeError):
     status_code = 413
     code = "payload_too_large"
+    # Without it the server answers early and then drains the rest of the body: a client
+    # streaming gigabytes would send them all before it reads the 413.
+    headers = {"Connection": "close"}
 
 
 class DatabaseUnavailable(MoescopeError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
+from app.core.config import get_settings
 from app.core.db import get_engine
 from app.core.errors import error_body
 from db.migrate import current_revision, head_revision
@@ -27,7 +28,7 @@ def readyz() -> JSONResponse:
     except Exception as exc:  # any failure to reach the database means not ready
         return JSONResponse(
             error_body("database_unavailable", f"database unreachable: {type(exc).__name__}"),
-            503, headers={"Retry-After": "5"},
+            503, headers={"Retry-After": str(get_settings().retry_after_s)},
         )
     if current != head:
         return JSONResponse(
