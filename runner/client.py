@@ -57,11 +57,12 @@ class Client:
     base_delay_s: float = 0.5
     max_delay_s: float = 10.0
     sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
 
     def post(self, path: str, body: dict[str, Any], deadline_s: float) -> dict[str, Any]:
         """POST until it succeeds or ``deadline_s`` has passed (0: a single attempt)."""
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        end = time.monotonic() + deadline_s
+        end = self.clock() + deadline_s
         delay = self.base_delay_s
         attempt = 0
         while True:
@@ -83,7 +84,7 @@ class Client:
                     # 401/403/404: not the payload's fault, and not going to change soon.
                     raise DeliveryError(problem, response.status_code)
                 wait = max(delay, _retry_after(response))
-            left = end - time.monotonic()
+            left = end - self.clock()
             if left <= 0:
                 raise DeliveryError(f"{problem} (gave up after {attempt} attempt(s))")
             self.sleep(min(wait, left, self.max_delay_s))

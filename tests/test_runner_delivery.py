@@ -6,7 +6,6 @@ import copy
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -157,20 +156,23 @@ def test_a_full_spool_is_an_error(tmp_path: Path, reference: dict[str, Any]) -> 
 
 
 def test_retries_back_off_until_the_deadline() -> None:
+    now = [0.0]  # a fake clock that only sleeping moves: the test does not depend on speed
     waits: list[float] = []
 
     def sleep(seconds: float) -> None:
         waits.append(seconds)
-        time.sleep(seconds)
+        now[0] += seconds
 
     client = Client(f"http://127.0.0.1:{free_port()}", None, sleep=sleep,
-                    base_delay_s=0.05, max_delay_s=0.2)
-    with pytest.raises(DeliveryError, match="gave up after"):
+                    clock=lambda: now[0], base_delay_s=0.05, max_delay_s=0.2)
+    with pytest.raises(DeliveryError, match=r"gave up after 6 attempt\(s\)"):
         client.post("/reports", {}, deadline_s=0.6)
-    assert waits[:3] == pytest.approx([0.05, 0.1, 0.2], abs=1e-9)
-    assert max(waits) <= 0.2
+    # doubling, capped at 0.2, and the last wait cut to what the deadline leaves
+    assert waits == pytest.approx([0.05, 0.1, 0.2, 0.2, 0.05], abs=1e-12)
+    waits.clear()
     with pytest.raises(DeliveryError, match=r"after 1 attempt\(s\)"):
         client.post("/reports", {}, deadline_s=0)
+    assert waits == []
 
 
 def test_a_run_with_the_service_down_keeps_every_case_for_flush(
