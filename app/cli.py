@@ -139,6 +139,25 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_model(args: argparse.Namespace) -> int:
+    from runner.commands import model_command
+
+    return model_command(args.matrix, args.report, args.check, args.json)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from runner.commands import run_command
+
+    return run_command(args.matrix, nproc=args.nproc, url=args.url, token=args.token,
+                       out=args.out, spool_dir=args.spool, deadline_s=args.deadline)
+
+
+def cmd_runner(args: argparse.Namespace) -> int:
+    from runner.commands import flush_command
+
+    return flush_command(args.spool, url=args.url, token=args.token, deadline_s=args.deadline)
+
+
 def _add_database_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--database-url", help="overrides MOESCOPE_DATABASE_URL")
 
@@ -188,7 +207,41 @@ def build_parser() -> argparse.ArgumentParser:
     _add_database_option(ingest)
     ingest.set_defaults(func=cmd_ingest)
 
+    model = sub.add_parser("model", help="the analytical model per case (no torch needed)")
+    source = model.add_mutually_exclusive_group(required=True)
+    source.add_argument("--matrix", type=Path, metavar="FILE", help="a matrix TOML file")
+    source.add_argument("--report", type=Path, metavar="FILE", help="a report JSON file")
+    model.add_argument("--check", action="store_true",
+                       help="compare with the report's figures; exit 1 when a field is off")
+    model.add_argument("--json", action="store_true", help="one JSON object per case")
+    model.set_defaults(func=cmd_model)
+
+    run = sub.add_parser("run", help="run a matrix of MoE cases (needs moescope[runner])")
+    run.add_argument("--matrix", type=Path, metavar="FILE", required=True)
+    run.add_argument("--nproc", type=int, default=None,
+                     help="ranks to spawn on this node (default: GPUs, or 2 on CPU); "
+                          "ignored inside torchrun")
+    _add_delivery_options(run)
+    run.add_argument("--out", type=Path, metavar="FILE", help="also write the report here")
+    run.set_defaults(func=cmd_run)
+
+    runner = sub.add_parser("runner", help="runner maintenance")
+    runner_sub = runner.add_subparsers(dest="runner_command", required=True)
+    flush = runner_sub.add_parser("flush", help="resend what the spool holds")
+    _add_delivery_options(flush)
+    runner.set_defaults(func=cmd_runner)
+
     return parser
+
+
+def _add_delivery_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", help="moescope server (or MOESCOPE_URL)")
+    parser.add_argument("--token", help="ingest token (or MOESCOPE_TOKEN)")
+    parser.add_argument("--spool", type=Path, metavar="DIR",
+                        help="undelivered posts (default: MOESCOPE_SPOOL, "
+                             "else ~/.cache/moescope/spool)")
+    parser.add_argument("--deadline", type=float, default=60.0, metavar="SECONDS",
+                        help="how long one post retries before it is left in the spool")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -189,9 +189,10 @@ def wait_until_up(
 
 @contextmanager
 def live_server(database_url: str, tmp: Path, *extra_args: str,
-                env: dict[str, str] | None = None) -> Iterator[LiveServer]:
-    """A real ``moescope serve`` process on a free port."""
-    port = free_port()
+                env: dict[str, str] | None = None, port: int | None = None
+                ) -> Iterator[LiveServer]:
+    """A real ``moescope serve`` process on a free port (or ``port``, to restart one)."""
+    port = port or free_port()
     log = tmp / f"server-{port}.log"
     full_env = {**os.environ, "MOESCOPE_DATABASE_URL": database_url, **(env or {})}
     with log.open("wb") as out:

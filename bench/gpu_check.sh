@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# GPU check of the runner (issue 3), sized for 10 minutes on one H200:
+#   1. the precision probe (grouped GEMM, native mxfp8/nvfp4 scaled GEMMs),
+#   2. a bf16 GEMM ceiling measured in the same run,
+#   3. a single-GPU matrix (EP 1, a shape that fills the GPU),
+# then useful TFLOP/s and % of the measured ceiling per case.
+# Without a GPU (or with --dry-run) it runs the same steps on a tiny shape on the CPU.
+# Needs torch, pydantic and httpx importable by $PYTHON (default: .venv/bin/python).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
+OUT=${OUT:-bench/out/gpu_check}
+mkdir -p "$OUT"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+
+dry=0
+if [ "${1:-}" = "--dry-run" ] || ! "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  dry=1
+fi
+
+echo "== probe"
+"$PYTHON" - <<'PY'
+import json
+from runner.platform import detect, host_info
+plat = detect(0)
+print(json.dumps({"device": plat.gpu_name, "groupedMM": plat.grouped_mm,
+                  "nativeScaledGEMM": plat.native_scaled,
+                  "host": host_info(plat, 1)}, indent=1))
+PY
+
+echo "== bf16 GEMM ceiling"
+if [ $dry = 1 ]; then "$PYTHON" bench/gemm_ceiling.py 256 | tee "$OUT/ceiling.json"
+else "$PYTHON" bench/gemm_ceiling.py 8192 | tee "$OUT/ceiling.json"; fi
+
+echo "== single-GPU matrix (EP 1)"
+if [ $dry = 1 ]; then
+  shape='T = 64
+D = 128
+E = 4
+K = 2'
+  timing='windows = 2
+iterations = 2
+warmup = 1'
+  F=128
+else
+  # 16k tokens x top-4 over 16 experts of 7168 x 2048: ~5.8 TFLOP a forward pass.
+  shape='T = 16384
+D = 7168
+E = 16
+K = 4'
+  timing='windows = 5
+iterations = 10
+warmup = 3'
+  F=2048
+fi
+cat > "$OUT/matrix.toml" <<TOML
+seed = 0
+[shape]
+$shape
+[timing]
+$timing
+[[case]]
+mode = "inference"
+ep = 1
+precision = "bf16"
+pipeline = "standard"
+F = $F
+imbalance = 1
+category = "gpu_check"
+[[case]]
+mode = "inference"
+ep = 1
+precision = "bf16"
+pipeline = "staged"
+F = $F
+imbalance = 1
+category = "gpu_check"
+[[case]]
+mode = "inference"
+ep = 1
+precision = "bf16"
+pipeline = "mega"
+F = $F
+imbalance = 1
+category = "gpu_check"
+[[case]]
+mode = "inference"
+ep = 1
+precision = "mxfp8"
+pipeline = "staged"
+F = $F
+imbalance = 1
+category = "gpu_check"
+[[case]]
+mode = "inference"
+ep = 1
+precision = "nvfp4"
+pipeline = "staged"
+F = $F
+imbalance = 1
+category = "gpu_check"
+[[case]]
+mode = "training"
+ep = 1
+precision = "bf16"
+pipeline = "standard"
+F = $F
+imbalance = 1
+category = "gpu_check"
+[[case]]
+mode = "training"
+ep = 1
+precision = "mxfp8"
+pipeline = "staged"
+F = $F
+imbalance = 1
+category = "gpu_check"
+TOML
+"$PYTHON" -m app.cli run --matrix "$OUT/matrix.toml" --nproc 1 --out "$OUT/report.json" \
+  --spool "$OUT/spool"
+
+echo "== summary"
+"$PYTHON" bench/gpu_check_summary.py "$OUT/report.json" "$OUT/ceiling.json"

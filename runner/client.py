@@ -1,0 +1,236 @@
+"""Delivery to the results service: HTTP with retries and exponential backoff up to a
+deadline, through the on-disk spool (runner/spool.py) so nothing is lost.
+
+Protocol: a run creates its report (``POST /reports`` with the meta and no cases), then
+appends each case as it finishes (``POST /reports/{id}/cases``). A spooled run whose
+report id is not known here (a later process, another server) is resent whole as
+``POST /reports`` with its meta and pending cases: the service merges it into the report
+of the same runId, and an identical case already stored is a no-op, so resending is
+idempotent.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from runner.spool import PendingRun, Spool, run_folder
+
+# Worth retrying: the service or its database is down or busy.
+RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
+# Refused for good: the payload itself is wrong (or conflicts with what is stored).
+REJECT_STATUS = {400, 409, 413, 422}
+
+Log = Callable[[str], None]
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+class DeliveryError(RuntimeError):
+    """The service could not be reached, or answered with an error, before the deadline."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Rejected(DeliveryError):
+    """The service refused the payload; sending it again cannot help."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"HTTP {status}: {detail}", status)
+
+
+@dataclass
+class Client:
+    url: str
+    token: str | None
+    timeout_s: float = 30.0
+    base_delay_s: float = 0.5
+    max_delay_s: float = 10.0
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
+
+    def post(self, path: str, body: dict[str, Any], deadline_s: float) -> dict[str, Any]:
+        """POST until it succeeds or ``deadline_s`` has passed (0: a single attempt)."""
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        end = self.clock() + deadline_s
+        delay = self.base_delay_s
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = httpx.post(self.url.rstrip("/") + "/api/v1" + path, json=body,
+                                      headers=headers, timeout=self.timeout_s)
+            except httpx.HTTPError as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+                wait = delay
+            else:
+                if response.status_code < 300:
+                    result: dict[str, Any] = response.json()
+                    return result
+                problem = f"HTTP {response.status_code}: {response.text[:500]}"
+                if response.status_code in REJECT_STATUS:
+                    raise Rejected(response.status_code, response.text[:2000])
+                if response.status_code not in RETRY_STATUS:
+                    # 401/403/404: not the payload's fault, and not going to change soon.
+                    raise DeliveryError(problem, response.status_code)
+                wait = max(delay, _retry_after(response))
+            left = end - self.clock()
+            if left <= 0:
+                raise DeliveryError(f"{problem} (gave up after {attempt} attempt(s))")
+            self.sleep(min(wait, left, self.max_delay_s))
+            delay = min(delay * 2, self.max_delay_s)
+
+
+def _retry_after(response: httpx.Response) -> float:
+    try:
+        return float(response.headers.get("Retry-After", 0))
+    except ValueError:
+        return 0.0
+
+
+def resolve_url(url: str | None) -> str | None:
+    return url or os.environ.get("MOESCOPE_URL") or None
+
+
+def resolve_token(token: str | None) -> str | None:
+    return token or os.environ.get("MOESCOPE_TOKEN") or None
+
+
+@dataclass
+class FlushResult:
+    delivered: int = 0
+    rejected: int = 0
+    pending: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def flush_run(spool: Spool, run: PendingRun, client: Client, deadline_s: float,
+              report_id: int | None = None, log: Log = _stderr) -> tuple[int | None, FlushResult]:
+    """Send one spooled run's pending cases; returns the report id when it is known."""
+    result = FlushResult()
+    files = run.case_files
+    cases = run.cases()
+    try:
+        report_id = _send(client, run, cases, deadline_s, report_id)
+    except Rejected as exc:
+        if len(files) > 1:
+            # Find the culprit instead of setting good cases aside with it.
+            for path in files:
+                one = PendingRun(run.folder, run.url, run.meta, [path])
+                report_id, part = flush_run(spool, one, client, deadline_s, report_id, log)
+                _merge(result, part)
+            return report_id, result
+        where = spool.reject(run, files, f"{exc}\n")
+        log(f"error: the service refused {run.run_id} {files[0].name if files else 'meta'}"
+            f" ({exc}); kept in {where}")
+        result.rejected += len(files)
+        result.problems.append(str(exc))
+        return report_id, result
+    except DeliveryError as exc:
+        result.pending += len(files)
+        result.problems.append(str(exc))
+        return report_id, result
+    spool.delivered(run, files)
+    result.delivered += len(files)
+    return report_id, result
+
+
+def _send(client: Client, run: PendingRun, cases: list[dict[str, Any]], deadline_s: float,
+          report_id: int | None) -> int:
+    if report_id is not None:
+        if not cases:
+            return report_id
+        try:
+            client.post(f"/reports/{report_id}/cases", {"cases": cases}, deadline_s)
+            return report_id
+        except Rejected:
+            raise
+        except DeliveryError as exc:
+            if exc.status != 404:
+                raise
+            # The report went away (deleted, another server): create it again.
+    answer = client.post("/reports", {"meta": run.meta, "cases": cases}, deadline_s)
+    return int(answer["id"])
+
+
+def _merge(total: FlushResult, part: FlushResult) -> None:
+    total.delivered += part.delivered
+    total.rejected += part.rejected
+    total.pending += part.pending
+    total.problems += part.problems
+
+
+def flush_spool(spool: Spool, url: str | None, token: str | None, deadline_s: float,
+                log: Log = _stderr) -> FlushResult:
+    """Resend every spooled run, to ``url`` or else the server each run was meant for."""
+    total = FlushResult()
+    for run in spool.pending():
+        target = url or run.url
+        if target is None:
+            total.pending += len(run.case_files)
+            total.problems.append(f"{run.folder.name}: no server URL (give --url)")
+            continue
+        _, part = flush_run(spool, run, Client(target, token), deadline_s, log=log)
+        _merge(total, part)
+    return total
+
+
+class Sender:
+    """Delivers one run's report: spool first, then post; nothing is lost in between.
+
+    While the service answers, each post may retry up to ``deadline_s``; after a failure
+    the following cases try once (a dead service must not stall the matrix), and
+    ``close`` tries everything left once more with the full deadline.
+    """
+
+    def __init__(self, spool: Spool, url: str, token: str | None, meta: dict[str, Any],
+                 deadline_s: float = 60.0, log: Log = _stderr) -> None:
+        run_id = meta.get("runId")
+        if not run_id:
+            raise ValueError("meta.runId is required to deliver a run idempotently")
+        self.spool, self.url, self.meta, self.log = spool, url, meta, log
+        self.run_id = str(run_id)
+        self.client = Client(url, token)
+        self.deadline_s = deadline_s
+        self.report_id: int | None = None
+        self.online = True
+        self.result = FlushResult()
+
+    def start(self) -> None:
+        self.spool.put_meta(self.run_id, self.url, self.meta)
+        self._flush(self.deadline_s)
+
+    def send(self, case: dict[str, Any]) -> None:
+        self.spool.put_case(self.run_id, self.url, self.meta, case)
+        self._flush(self.deadline_s if self.online else 0)
+
+    def close(self) -> FlushResult:
+        self._flush(self.deadline_s)
+        return self.result
+
+    def _flush(self, deadline_s: float) -> None:
+        folder = self.spool.root / run_folder(self.run_id)
+        if not folder.exists():
+            return
+        run = self.spool.pending_run(folder)
+        self.report_id, part = flush_run(self.spool, run, self.client, deadline_s,
+                                         self.report_id, self.log)
+        self.result.delivered += part.delivered
+        self.result.rejected += part.rejected
+        self.result.problems += part.problems
+        self.result.pending = part.pending
+        if part.pending and self.online:
+            self.log(f"warning: {self.url} unreachable ({part.problems[-1]}); cases are "
+                     f"spooled in {folder} and will be resent")
+        self.online = not part.pending
+

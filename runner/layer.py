@@ -1,0 +1,210 @@
+"""The MoE layer's pieces: differentiable all-to-all, the SwiGLU experts, one routed pass.
+
+The same code runs the measured layer (bf16, quantized by ``precision``) and its float64
+reference (``precision="bf16"`` on float64 tensors: no rounding anywhere but float64's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from runner.quant import fake_quantize, pack_rows, unpack_rows
+from runner.routing import RankRouting
+
+GROUP_ROWS = 128
+
+
+def _all_to_all(x: torch.Tensor, out_splits: list[int], in_splits: list[int],
+                group: Any) -> torch.Tensor:
+    out = x.new_empty((sum(out_splits), *x.shape[1:]))
+    if group is None:  # one rank: nothing leaves
+        out.copy_(x)
+    else:
+        dist.all_to_all_single(out, x.contiguous(), out_splits, in_splits, group=group)
+    return out
+
+
+class AllToAll(torch.autograd.Function):
+    """Rows to their destinations; the gradient goes back the same way reversed."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, out_splits: list[int], in_splits: list[int],
+                group: Any) -> torch.Tensor:
+        ctx.splits, ctx.group = (out_splits, in_splits), group
+        return _all_to_all(x, out_splits, in_splits, group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        out_splits, in_splits = ctx.splits
+        return _all_to_all(grad, in_splits, out_splits, ctx.group), None, None, None
+
+
+class QuantizedAllToAll(torch.autograd.Function):
+    """Forward: rows quantized to the precision's wire format (data and scales as
+    uint8), sent, dequantized. Backward: the gradient returns in the rows' dtype."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, out_splits: list[int], in_splits: list[int],
+                group: Any, precision: str) -> torch.Tensor:
+        ctx.splits, ctx.group = (out_splits, in_splits), group
+        wire = _all_to_all(pack_rows(x, precision), out_splits, in_splits, group)
+        return unpack_rows(wire, precision, x.shape[-1], x.dtype)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        out_splits, in_splits = ctx.splits
+        return _all_to_all(grad, in_splits, out_splits, ctx.group), None, None, None, None
+
+
+@dataclass
+class Experts:
+    """This rank's El SwiGLU experts: gate and up D->F, down F->D."""
+
+    gate: torch.Tensor  # [El, D, F]
+    up: torch.Tensor  # [El, D, F]
+    down: torch.Tensor  # [El, F, D]
+
+    def parameters(self) -> list[torch.Tensor]:
+        return [self.gate, self.up, self.down]
+
+
+def make_experts(shape_d: int, f: int, first_expert: int, count: int, seed: int,
+                 dtype: torch.dtype, device: torch.device) -> Experts:
+    """Weights drawn per global expert from the seed, so any rank can rebuild any expert."""
+    def draw(e: int, which: int, rows: int, cols: int) -> torch.Tensor:
+        g = torch.Generator().manual_seed(seed * 7919 + e * 3 + which + 1)
+        scale: float = rows ** -0.5
+        return torch.randn(rows, cols, generator=g) * scale
+
+    tensors = []
+    for which, (rows, cols) in enumerate([(shape_d, f), (shape_d, f), (f, shape_d)]):
+        stacked = torch.stack([draw(first_expert + e, which, rows, cols) for e in range(count)])
+        tensors.append(stacked.to(dtype).to(device))
+    return Experts(*tensors)
+
+
+ExpertFn = Callable[[torch.Tensor, Experts, list[int], torch.Tensor, str], torch.Tensor]
+
+
+def _quantized_weight(w: torch.Tensor, precision: str) -> torch.Tensor:
+    # Blocks run along the GEMM's reduction dimension (dim 1 of [El, in, out]).
+    return fake_quantize(w.transpose(1, 2), precision).transpose(1, 2)
+
+
+def experts_loop(rows: torch.Tensor, experts: Experts, counts: list[int], offs: torch.Tensor,
+                 precision: str) -> torch.Tensor:
+    """Expert by expert: the fallback where ``torch._grouped_mm`` does not run."""
+    gate, up = (_quantized_weight(w, precision) for w in (experts.gate, experts.up))
+    down = _quantized_weight(experts.down, precision)
+    x = fake_quantize(rows, precision)
+    outs = []
+    start = 0
+    for e, n in enumerate(counts):
+        xe = x[start:start + n]
+        h = F.silu(xe @ gate[e]) * (xe @ up[e])
+        outs.append(fake_quantize(h, precision) @ down[e])
+        start += n
+    return torch.cat(outs) if outs else rows.new_zeros((0, experts.down.shape[-1]))
+
+
+def experts_grouped(rows: torch.Tensor, experts: Experts, counts: list[int],
+                    offs: torch.Tensor, precision: str) -> torch.Tensor:
+    gate, up = (_quantized_weight(w, precision) for w in (experts.gate, experts.up))
+    down = _quantized_weight(experts.down, precision)
+    x = fake_quantize(rows, precision)
+    h = F.silu(torch._grouped_mm(x, gate, offs=offs)) * torch._grouped_mm(x, up, offs=offs)
+    return torch._grouped_mm(fake_quantize(h, precision), down, offs=offs)
+
+
+def grouped_mm_runs(device: torch.device) -> bool:
+    """Probe ``torch._grouped_mm`` (forward and backward) on a tiny bf16 problem."""
+    try:
+        x = torch.randn(8, 16, dtype=torch.bfloat16, device=device, requires_grad=True)
+        w = torch.randn(2, 16, 16, dtype=torch.bfloat16, device=device, requires_grad=True)
+        offs = torch.tensor([3, 8], dtype=torch.int32, device=device)
+        y = torch._grouped_mm(x, w, offs=offs)
+        y.sum().backward()
+        expected = torch.cat([x[:3] @ w[0], x[3:] @ w[1]])
+        return bool(torch.allclose(y.float(), expected.float(), rtol=2e-2, atol=2e-2))
+    except (RuntimeError, AttributeError, NotImplementedError):
+        return False
+
+
+def pad_index(counts: list[int], group: int = GROUP_ROWS) -> tuple[torch.Tensor, list[int]]:
+    """Where each expert-ordered row lands when every expert's group is padded to
+    ``group`` rows, and the padded counts."""
+    padded = [-(-n // group) * group for n in counts]
+    index: list[int] = []
+    start = 0
+    for n, p in zip(counts, padded, strict=True):
+        index.extend(range(start, start + n))
+        start += p
+    return torch.tensor(index, dtype=torch.int64), padded
+
+
+@dataclass
+class DeviceRouting:
+    """A stage's routing with every index already on the device (nothing is copied from
+    the host inside the step, so it can be captured in a CUDA graph)."""
+
+    token: torch.Tensor
+    weight: torch.Tensor
+    order: torch.Tensor
+    send_splits: list[int]
+    recv_splits: list[int]
+    counts: list[int]  # rows per expert as the GEMMs see them (padded or not)
+    offs: torch.Tensor  # int32 cumulative counts
+    pad: torch.Tensor | None  # expert-ordered row -> padded row
+
+    @property
+    def gemm_rows(self) -> int:
+        return sum(self.counts)
+
+
+def prepare(routing: RankRouting, device: torch.device, dtype: torch.dtype,
+            pad_groups: bool) -> DeviceRouting:
+    counts = routing.expert_counts
+    pad = None
+    if pad_groups:
+        index, counts = pad_index(counts)
+        pad = index.to(device)
+    offs = torch.tensor(counts, dtype=torch.int64).cumsum(0).to(torch.int32).to(device)
+    return DeviceRouting(
+        token=routing.send_token.to(device), weight=routing.send_weight.to(device, dtype),
+        order=routing.recv_order.to(device), send_splits=routing.send_splits,
+        recv_splits=routing.recv_splits, counts=counts, offs=offs, pad=pad)
+
+
+@dataclass
+class PassConfig:
+    precision: str
+    quantized_dispatch: bool
+    pad_groups: bool
+    expert_fn: ExpertFn
+    group: Any
+
+
+def routed_pass(x: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig,
+                out: torch.Tensor) -> None:
+    """Dispatch, permute to expert order, experts, combine, score-weighted sum into out."""
+    rows = x.index_select(0, r.token)
+    if cfg.quantized_dispatch:
+        recv = QuantizedAllToAll.apply(rows, r.recv_splits, r.send_splits, cfg.group,
+                                       cfg.precision)
+    else:
+        recv = AllToAll.apply(rows, r.recv_splits, r.send_splits, cfg.group)
+    ordered = recv.index_select(0, r.order)
+    if r.pad is not None:
+        padded = ordered.new_zeros((r.gemm_rows, ordered.shape[1])).index_copy(0, r.pad, ordered)
+        y = cfg.expert_fn(padded, experts, r.counts, r.offs, cfg.precision).index_select(0, r.pad)
+    else:
+        y = cfg.expert_fn(ordered, experts, r.counts, r.offs, cfg.precision)
+    back = torch.empty_like(y).index_copy(0, r.order, y)
+    returned = AllToAll.apply(back, r.send_splits, r.recv_splits, cfg.group)
+    out.index_add_(0, r.token, returned * r.weight[:, None])

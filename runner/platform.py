@@ -1,0 +1,162 @@
+"""What the machine is: device, probes, datasheet peaks, host info, NVLink counters."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from runner.layer import grouped_mm_runs
+
+
+@dataclass(frozen=True)
+class DatasheetPeaks:
+    """Dense theoretical peaks per GPU from NVIDIA datasheets (not measured)."""
+
+    tf: dict[str, float]
+    hbm_gbps: float
+    nvlink_gbps_per_direction: float | None
+
+
+# Matched by substring of torch.cuda.get_device_name(), first match wins.
+KNOWN_GPUS: list[tuple[str, DatasheetPeaks]] = [
+    ("GB300", DatasheetPeaks({"bf16": 2500, "mxfp8": 5000, "nvfp4": 15000}, 8000, 900)),
+    ("B300", DatasheetPeaks({"bf16": 2250, "mxfp8": 4500, "nvfp4": 13500}, 8000, 900)),
+    ("GB200", DatasheetPeaks({"bf16": 2500, "mxfp8": 5000, "nvfp4": 10000}, 8000, 900)),
+    ("B200", DatasheetPeaks({"bf16": 2250, "mxfp8": 4500, "nvfp4": 9000}, 8000, 900)),
+    ("H200", DatasheetPeaks({"bf16": 989, "mxfp8": 1979}, 4800, 450)),
+    ("H100", DatasheetPeaks({"bf16": 989, "mxfp8": 1979}, 3350, 450)),
+    ("A100", DatasheetPeaks({"bf16": 312}, 2039, 300)),
+]
+
+
+def datasheet_peaks(gpu_name: str) -> DatasheetPeaks | None:
+    for key, peaks in KNOWN_GPUS:
+        if key in gpu_name:
+            return peaks
+    return None
+
+
+@dataclass
+class Platform:
+    device: torch.device
+    backend: str
+    gpu_name: str
+    grouped_mm: bool
+    native_scaled: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+
+def detect(local_rank: int) -> Platform:
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+        name, backend = torch.cuda.get_device_name(device), "nccl"
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+        name = f"CPU ({platform.processor() or platform.machine()})"
+    return Platform(device, backend, name, grouped_mm_runs(device),
+                    {p: native_scaled_mm_runs(p, device) for p in ("mxfp8", "nvfp4")})
+
+
+def native_scaled_mm_runs(precision: str, device: torch.device) -> bool:
+    """Probe a tiny block-scaled GEMM. The runner records the answer; its GEMMs still
+    emulate (quantize -> dequantize -> bf16) until a native path is wired in."""
+    if device.type != "cuda":
+        return False
+    try:
+        m = n = k = 128
+        if precision == "mxfp8":
+            a = torch.randn(m, k, device=device).to(torch.float8_e4m3fn)
+            b = torch.randn(n, k, device=device).to(torch.float8_e4m3fn).t()
+            sa = torch.full((m * k // 32,), 127, dtype=torch.uint8, device=device)
+            sb = torch.full((n * k // 32,), 127, dtype=torch.uint8, device=device)
+            torch._scaled_mm(a, b, sa.view(torch.float8_e8m0fnu), sb.view(torch.float8_e8m0fnu),
+                             out_dtype=torch.bfloat16)
+        else:
+            a = torch.zeros(m, k // 2, dtype=torch.uint8, device=device)
+            b = torch.zeros(n, k // 2, dtype=torch.uint8, device=device)
+            sa = torch.full((m * k // 16,), 56, dtype=torch.uint8, device=device)
+            sb = torch.full((n * k // 16,), 56, dtype=torch.uint8, device=device)
+            torch._scaled_mm(a.view(torch.float4_e2m1fn_x2), b.view(torch.float4_e2m1fn_x2).t(),
+                             sa.view(torch.float8_e4m3fn), sb.view(torch.float8_e4m3fn),
+                             out_dtype=torch.bfloat16)
+        torch.cuda.synchronize(device)
+        return True
+    except (RuntimeError, TypeError, AttributeError, NotImplementedError):
+        return False
+
+
+def host_info(plat: Platform, world: int) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "backend": plat.backend,
+        "worldSize": world,
+        "gpuCount": torch.cuda.device_count() if plat.cuda else 0,
+        "driver": None,
+        "nccl": None,
+        "groupedMM": plat.grouped_mm,
+        "nativeScaledGEMM": plat.native_scaled,
+    }
+    if plat.cuda:
+        try:
+            info["nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version())
+        except (RuntimeError, AttributeError):
+            pass
+        info["driver"] = nvml_driver_version()
+    return info
+
+
+def _nvml() -> Any | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:  # noqa: BLE001 - absent library or no driver: no NVML
+        return None
+
+
+def nvml_driver_version() -> str | None:
+    nvml = _nvml()
+    if nvml is None:
+        return None
+    version = nvml.nvmlSystemGetDriverVersion()
+    return version.decode() if isinstance(version, bytes) else str(version)
+
+
+def nvlink_counters(local_rank: int) -> tuple[int, int] | None:
+    """(TX, RX) NVLink bytes so far on this GPU, or None without NVML or NVLink."""
+    nvml = _nvml()
+    if nvml is None:
+        return None
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(local_rank)
+        fields = [nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
+                  nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX]
+        values = nvml.nvmlDeviceGetFieldValues(handle, fields)
+        if any(v.nvmlReturn != 0 for v in values):
+            return None
+        # NVML reports these counters in KiB.
+        return int(values[0].value.ullVal) * 1024, int(values[1].value.ullVal) * 1024
+    except Exception:  # noqa: BLE001 - field unsupported on this GPU or driver
+        return None
+
+
+def local_rank() -> int:
+    return int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0")))
+
+
+def now() -> float:
+    return time.monotonic()

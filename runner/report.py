@@ -1,0 +1,218 @@
+"""The report the runner posts: meta and cases as wire dicts, checked with ``ingest``'s
+own validation so the runner cannot produce what the service rejects. Torch-free."""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ingest.schema import wire_dict
+from ingest.validate import validate_case, validate_report
+from runner.matrix import Matrix
+from runner.model import (
+    BLOCK_ELEMENTS,
+    ELEMENT_BYTES,
+    CaseSpec,
+    Shape,
+    capacity_rows,
+    model_case,
+)
+
+ERROR_BOUND_NOTE = ("numericalAccepted: relative Frobenius error against a float64 "
+                    "reference of the same routed layer (training: worst of output and all "
+                    "gradients), bounds bf16 2e-2, mxfp8 1.2e-1, nvfp4 3.5e-1")
+
+
+class Outcome(Protocol):
+    """What execute.RankOutcome provides (kept torch-free here)."""
+
+    rank: int
+    forward: list[float]
+    combined: list[float]
+    backward: list[float] | None
+    numerical_error: float
+    graph_accepted: bool | None
+    rows_received: int
+    rows_sent_off_rank: int
+    allocated_peak_gib: float | None
+    reserved_peak_gib: float | None
+    allocation_retries: int
+    nvlink_tx_gbps: float | None
+    nvlink_rx_gbps: float | None
+
+
+@dataclass(frozen=True)
+class PlatformFacts:
+    gpu_name: str
+    cuda: bool
+    emulated: dict[str, bool]  # precision -> emulated
+    host: dict[str, Any]
+    peaks_tf: dict[str, float]
+    hbm_gbps: float | None
+    nvlink_gbps_per_direction: float | None
+    peaks_source: str  # "datasheet", "matrix override", "none"
+
+
+def _median(values: list[float]) -> float:
+    return float(statistics.median(values))
+
+
+def scratch_bytes(shape: Shape, spec: CaseSpec, factor: int) -> int:
+    """The runner's scratch accounting: DESIGN.md's bf16 per-row widths over the capacity
+    rows, plus the uint8 wire rows of a quantized dispatch."""
+    cap, d, f = capacity_rows(shape, spec, factor), shape.D, spec.F
+    per_row = (4 * d + 10 * f) if spec.training else (2 * d + 6 * f)
+    if spec.quantized and spec.pipeline != "standard":
+        per_row += int(d * ELEMENT_BYTES[spec.precision]) + 4
+    return cap * per_row
+
+
+def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[Outcome],
+               facts: PlatformFacts, bound: float) -> dict[str, Any]:
+    shape = matrix.shape
+    model = model_case(shape, spec, matrix.capacity_factor)
+    outcomes = sorted(outcomes, key=lambda o: o.rank)
+    first = outcomes[0]  # windows are already the maximum over ranks, the same everywhere
+    layer_ms = _median(first.combined)
+    forward_flops = model.forwardFlops
+    payload = 2 * shape.D * 2 * first.rows_sent_off_rank
+    saved = model.savedBytes
+    slot = max(saved, default=0)
+    scratch = scratch_bytes(shape, spec, matrix.capacity_factor)
+    windows: dict[str, list[float]] = {"combined": first.combined, "forward": first.forward}
+    if first.backward is not None:
+        windows["backward"] = first.backward
+    tx = [o.nvlink_tx_gbps for o in outcomes]
+    rx = [o.nvlink_rx_gbps for o in outcomes]
+    measured_nvlink = all(v is not None for v in (*tx, *rx))
+    allocated = [o.allocated_peak_gib for o in outcomes if o.allocated_peak_gib is not None]
+    reserved = [o.reserved_peak_gib for o in outcomes if o.reserved_peak_gib is not None]
+    case: dict[str, Any] = {
+        "id": spec.id, "mode": spec.mode, "ep": spec.ep, "category": spec.category,
+        "F": spec.F, "imbalance": spec.imbalance, "precision": spec.precision,
+        "pipeline": spec.pipeline,
+        "forwardMS": _median(first.forward),
+        "backwardMS": _median(first.backward) if first.backward is not None else None,
+        "layerMS": layer_ms,
+        "windows": windows,
+        "usefulTFPerGPU": model.useful_tf_per_gpu(layer_ms),
+        "nvlinkTXGBps": statistics.fmean(tx) if measured_nvlink else None,  # type: ignore[arg-type]
+        "nvlinkRXGBps": statistics.fmean(rx) if measured_nvlink else None,  # type: ignore[arg-type]
+        "nvlinkMaxTXGBps": max(tx) if measured_nvlink else None,  # type: ignore[type-var]
+        "nvlinkMaxRXGBps": max(rx) if measured_nvlink else None,  # type: ignore[type-var]
+        "analyticalHBMGBps": model.hbm_gbps(layer_ms),
+        "receiveRows": [o.rows_received for o in outcomes],
+        "slotBytes": slot, "scratchBytes": scratch, "arenaBytes": slot + scratch,
+        "savedBytes": saved, "inputBytes": model.inputBytes, "hostScratchBytes": 0,
+        "allocatedPeakGiB": max(allocated) if allocated else None,
+        "reservedPeakGiB": max(reserved) if reserved else None,
+        "recompute": [False] if spec.training else [],
+        "numericalAccepted": first.numerical_error <= bound,
+        "graphAccepted": first.graph_accepted,
+        "allocationRetries": sum(o.allocation_retries for o in outcomes),
+        "ooms": 0,
+        "logicalForwardPayloadBytesRank0": payload,
+        "forwardFlopsPerLogicalPayloadByteRank0": forward_flops / payload if payload else None,
+        "capacityRows": model.capacityRows,
+        "emulated": facts.emulated.get(spec.precision, False),
+        # Beyond the wire format's known fields (kept by the service as they are):
+        "numericalRelativeError": first.numerical_error,
+        "numericalBound": bound,
+    }
+    return wire_dict(validate_case(case))
+
+
+def _notes(facts: PlatformFacts, pipeline_notes: list[str], skipped: list[str],
+           graph_notes: list[str]) -> dict[str, str]:
+    if facts.cuda:
+        timing = ("CUDA events around I iterations per window (inference: CUDA-graph "
+                  "replays where capture succeeded); warm-up, then the maximum over ranks "
+                  "per window, median of the windows; forward, backward and combined "
+                  "reduced separately (inference: the combined step is the forward pass, "
+                  "one set of windows serves both).")
+    else:
+        timing = ("CPU run: wall clock (time.perf_counter) around I iterations per window, "
+                  "no CUDA graphs or events; warm-up, then the maximum over ranks per window "
+                  "(all-reduce MAX over gloo), median of the windows; forward, backward and "
+                  "combined reduced separately (inference: the combined step is the "
+                  "forward pass, one set of windows serves both). CPU times say nothing "
+                  "about GPU speed.")
+    peak = {
+        "datasheet": "Peak values are theoretical NVIDIA datasheet specifications, not "
+                     "benchmarked ceilings.",
+        "matrix override": "Peak values come from the matrix file's [peaks] table.",
+        "none": "No theoretical peaks are known for this device: % of peak is not given.",
+    }[facts.peaks_source]
+    notes = {
+        "peakNote": peak,
+        "timingNote": timing,
+        "bandwidthNote": (
+            "NVLink TX/RX are NVML field counters over a loop of at least one second, mean "
+            "and max over ranks." if facts.cuda else
+            "NVLink not measured (no GPU, no NVML): the NVLink fields are null.")
+        + " HBM is an analytical useful-byte estimate, not a DRAM-counter measurement.",
+        "placementNote": "All ranks of a case run on the ranks 0..EP-1 of this launch.",
+        "memoryNote": (
+            "slot/scratch/arena/saved bytes are the runner's accounting (slot: the largest "
+            "per-rank saved bytes of training; scratch: DESIGN.md's bf16 per-row widths over "
+            "capacityRows, plus uint8 wire rows for quantized dispatch), not allocator "
+            "measurements. " + ("allocated/reserved peaks are torch.cuda maxima over ranks."
+                                if facts.cuda else
+                                "No allocator peaks on the CPU: those fields are null.")),
+        "precisionNote": (
+            "mxfp8 and nvfp4 are emulated: quantize to the exact block formats (mxfp8: e4m3 "
+            "+ e8m0 scale per 32; nvfp4: e2m1 + e4m3 scale per 16 + fp32 tensor scale), "
+            "dequantize, bf16 GEMM. Native scaled-GEMM probe: "
+            + ", ".join(f"{p} {'ran' if ran else 'unavailable'}"
+                        for p, ran in facts.host.get("nativeScaledGEMM", {}).items())
+            + " (the GEMMs emulate either way for now)."),
+        "numericsNote": ERROR_BOUND_NOTE,
+        "pipelineNote": " ".join(pipeline_notes),
+    }
+    if graph_notes:
+        notes["graphNote"] = "; ".join(dict.fromkeys(graph_notes))
+    if skipped:
+        notes["skippedNote"] = "Skipped: " + "; ".join(skipped)
+    return notes
+
+
+def build_meta(matrix: Matrix, facts: PlatformFacts, run_id: str, pipeline_notes: list[str],
+               skipped: list[str], graph_notes: list[str]) -> dict[str, Any]:
+    shape = matrix.shape
+    meta: dict[str, Any] = {
+        "date": dt.datetime.now(dt.UTC).date().isoformat(),
+        "gpu": facts.gpu_name,
+        "shape": {"T": shape.T, "D": shape.D, "E": shape.E, "K": shape.K,
+                  "defaultF": matrix.cases[0].F, "layers": 1, "sharedExperts": 0},
+        "theoreticalTFPerGPU": facts.peaks_tf,
+        "theoreticalHBMGBps": facts.hbm_gbps,
+        "theoreticalNVLinkGBpsPerDirection": facts.nvlink_gbps_per_direction,
+        "theoreticalNVLinkGBpsBidirectional": (2 * facts.nvlink_gbps_per_direction
+                                               if facts.nvlink_gbps_per_direction else None),
+        **_notes(facts, pipeline_notes, skipped, graph_notes),
+        "source": f"moescope runner (torch {facts.host.get('torch')})",
+        "runId": run_id,
+        "host": facts.host,
+        "timing": {"windows": matrix.timing.windows, "iterations": matrix.timing.iterations,
+                   "warmup": matrix.timing.warmup},
+        "seed": matrix.seed,
+        "capacityFactor": matrix.capacity_factor,
+    }
+    return meta
+
+
+def check_report(meta: dict[str, Any], cases: list[dict[str, Any]]) -> None:
+    """Raise ingest's InvalidPayload when the service would refuse this report."""
+    validate_report({"meta": meta, "cases": cases})
+
+
+def block_size_problem(shape: Shape, spec: CaseSpec) -> str | None:
+    if not spec.quantized:
+        return None
+    block = BLOCK_ELEMENTS[spec.precision]
+    for name, value in (("D", shape.D), ("F", spec.F)):
+        if value % block:
+            return f"{name}={value} is not a multiple of {spec.precision}'s {block}-element block"
+    return None

@@ -1,0 +1,157 @@
+"""``moescope run`` end to end: two gloo ranks on the CPU, a tiny matrix, a live server.
+
+One run (spawning ranks costs seconds) covers both modes, the three precisions (emulated),
+the three pipelines and imbalance 1 and 1.5; the tests below read what it produced.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import REPO, live_server
+
+from ingest.schema import Case
+from ingest.validate import validate_report
+from runner.execute import ERROR_BOUNDS
+from runner.model import CaseSpec, Shape, model_case
+
+pytestmark = pytest.mark.live
+
+SHAPE = Shape(T=32, D=64, E=4, K=2)
+# (mode, precision, pipeline, imbalance): every value of each axis, in both modes.
+CASES = [
+    ("inference", "bf16", "standard", 1.5),
+    ("inference", "mxfp8", "staged", 1.0),
+    ("inference", "nvfp4", "mega", 1.5),
+    ("inference", "mxfp8", "standard", 1.0),
+    ("training", "bf16", "staged", 1.0),
+    ("training", "mxfp8", "mega", 1.5),
+    ("training", "nvfp4", "standard", 1.5),
+    ("training", "bf16", "mega", 1.0),
+]
+SKIPPED = "inference-ep4-bf16-standard-tiny-F64-i1"
+
+
+def matrix_text() -> str:
+    lines = ["seed = 3", "[shape]", f"T = {SHAPE.T}", f"D = {SHAPE.D}", f"E = {SHAPE.E}",
+             f"K = {SHAPE.K}", "[timing]", "windows = 3", "iterations = 1", "warmup = 1"]
+    cases = [*[(m, p, pipe, i, 2) for m, p, pipe, i in CASES],
+             ("inference", "bf16", "standard", 1.0, 4)]
+    for mode, precision, pipeline, imbalance, ep in cases:
+        lines += ["[[case]]", f'mode = "{mode}"', f"ep = {ep}", f'precision = "{precision}"',
+                  f'pipeline = "{pipeline}"', "F = 64", f"imbalance = {imbalance}",
+                  'category = "tiny"']
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Run:
+    result: subprocess.CompletedProcess[str]
+    report: dict[str, Any]
+    served: dict[str, Any]
+    spool: Path
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    tmp = tmp_path_factory.mktemp("run")
+    matrix = tmp / "tiny.toml"
+    matrix.write_text(matrix_text())
+    out, spool = tmp / "report.json", tmp / "spool"
+    with live_server(f"sqlite:///{tmp / 'moescope.db'}", tmp) as live:
+        token = live.token("ingest")
+        result = subprocess.run(
+            [sys.executable, "-m", "app.cli", "run", "--matrix", str(matrix), "--nproc", "2",
+             "--url", live.url, "--token", token, "--out", str(out), "--spool", str(spool)],
+            capture_output=True, text=True, cwd=REPO, timeout=240,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        report = json.loads(out.read_text())
+        page = httpx.get(f"{live.url}/api/v1/reports",
+                         params={"q": report["meta"]["runId"]}, timeout=10).json()
+        served = httpx.get(f"{live.url}/api/v1/reports/{page['items'][0]['id']}/report.json",
+                           timeout=10).json()
+    yield Run(result, report, served, spool)
+
+
+def spec_of(case: dict[str, Any]) -> CaseSpec:
+    return CaseSpec(case["mode"], case["ep"], case["precision"], case["pipeline"],
+                    case["category"], case["F"], case["imbalance"])
+
+
+def test_every_case_ran_and_validates(run: Run) -> None:
+    validate_report(run.report)
+    ids = [c["id"] for c in run.report["cases"]]
+    assert ids == [CaseSpec(m, 2, p, pipe, "tiny", 64, i).id for m, p, pipe, i in CASES]
+    for line_id in ids:
+        assert line_id in run.result.stdout  # a progress line per case
+
+
+def test_the_server_holds_exactly_what_was_written(run: Run) -> None:
+    assert run.served == run.report
+    assert not run.spool.exists() or list(run.spool.iterdir()) == []
+
+
+def test_numerics_within_bounds(run: Run) -> None:
+    for case in run.report["cases"]:
+        bound = ERROR_BOUNDS[case["precision"]]
+        assert case["numericalAccepted"] is True, case["id"]
+        assert 0 <= case["numericalRelativeError"] <= bound
+        assert case["numericalBound"] == bound
+        if case["precision"] == "bf16":
+            assert case["numericalRelativeError"] < 2e-2
+        else:  # a quantized layer cannot match float64 as closely as bf16 does
+            assert case["numericalRelativeError"] > 1e-2
+            assert case["emulated"] is True
+
+
+def test_routing_and_memory_follow_the_model(run: Run) -> None:
+    for case in run.report["cases"]:
+        model = model_case(SHAPE, spec_of(case))
+        assert case["receiveRows"] == model.receiveRows, case["id"]
+        assert case["capacityRows"] == model.capacityRows
+        assert case["inputBytes"] == model.inputBytes
+        assert case["savedBytes"] == model.savedBytes
+        assert case["usefulTFPerGPU"] == pytest.approx(model.useful_tf_per_gpu(case["layerMS"]))
+        assert case["analyticalHBMGBps"] == pytest.approx(model.hbm_gbps(case["layerMS"]))
+        rows_off_rank0 = case["logicalForwardPayloadBytesRank0"] / (2 * SHAPE.D * 2)
+        assert 0 < rows_off_rank0 < SHAPE.TK
+    imbalanced = [c for c in run.report["cases"] if c["imbalance"] == 1.5]
+    assert imbalanced and all(c["receiveRows"] == [96, 32] for c in imbalanced)
+
+
+def test_every_wire_field_present_or_null_with_reason(run: Run) -> None:
+    meta = run.report["meta"]
+    for case in run.report["cases"]:
+        missing = set(Case.model_fields) - set(case)
+        assert not missing, (case["id"], missing)
+        nulls = {k for k, v in case.items() if v is None}
+        training = case["mode"] == "training"
+        allowed = {"nvlinkTXGBps", "nvlinkRXGBps", "nvlinkMaxTXGBps", "nvlinkMaxRXGBps",
+                   "allocatedPeakGiB", "reservedPeakGiB", "graphAccepted"}
+        if not training:
+            allowed.add("backwardMS")
+        assert nulls <= allowed, (case["id"], nulls - allowed)
+        assert set(case["windows"]) == ({"combined", "forward", "backward"} if training
+                                        else {"combined", "forward"})
+        assert all(len(w) == 3 for w in case["windows"].values())
+    assert "NVLink not measured" in meta["bandwidthNote"]
+    assert "No allocator peaks on the CPU" in meta["memoryNote"]
+    assert "graphAccepted is null" in meta["graphNote"]
+    assert "wall clock" in meta["timingNote"]
+
+
+def test_skipped_case_is_in_the_notes(run: Run) -> None:
+    note = run.report["meta"]["skippedNote"]
+    assert SKIPPED in note and "needs 4 ranks, 2 available" in note
+    assert f"skip {SKIPPED}" in run.result.stderr
+    assert "mega: experts through torch.compile on CUDA (eager on CPU)" in (
+        run.report["meta"]["pipelineNote"])
