@@ -12,6 +12,7 @@ from app.api.routes import health, reports
 from app.core.config import get_settings
 from app.core.errors import NotFound, install_error_handlers
 from app.core.limits import BodySizeLimit
+from app.core.read_gate import ReadGate
 from app.dashboard import mount_dashboard
 
 
@@ -26,6 +27,7 @@ def create_app() -> FastAPI:
     app.include_router(reports.router, prefix="/api/v1")
     app.include_router(health.router)
     app.add_middleware(BodySizeLimit, max_bytes=int(settings.max_body_mb * 2**20))
+    app.add_middleware(ReadGate, enabled=settings.require_read_token)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
