@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from runner.oom import guarded
 from runner.quant import fake_quantize, pack_rows, unpack_rows
 from runner.routing import RankRouting
 
@@ -190,9 +191,19 @@ class PassConfig:
     group: Any
 
 
+def _experts(ordered: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig
+             ) -> torch.Tensor:
+    if r.pad is None:
+        return cfg.expert_fn(ordered, experts, r.counts, r.offs, cfg.precision)
+    padded = ordered.new_zeros((r.gemm_rows, ordered.shape[1])).index_copy(0, r.pad, ordered)
+    return cfg.expert_fn(padded, experts, r.counts, r.offs, cfg.precision).index_select(0, r.pad)
+
+
 def routed_pass(x: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig,
                 out: torch.Tensor) -> None:
-    """Dispatch, permute to expert order, experts, combine, score-weighted sum into out."""
+    """Dispatch, permute to expert order, experts, combine, score-weighted sum into out.
+    The experts (the local work between the two collectives) run OOM-guarded: a rank out
+    of memory sends zeros on to the combine rather than leave its peers waiting there."""
     rows = x.index_select(0, r.token)
     if cfg.quantized_dispatch:
         recv = QuantizedAllToAll.apply(rows, r.recv_splits, r.send_splits, cfg.group,
@@ -200,11 +211,7 @@ def routed_pass(x: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassCo
     else:
         recv = AllToAll.apply(rows, r.recv_splits, r.send_splits, cfg.group)
     ordered = recv.index_select(0, r.order)
-    if r.pad is not None:
-        padded = ordered.new_zeros((r.gemm_rows, ordered.shape[1])).index_copy(0, r.pad, ordered)
-        y = cfg.expert_fn(padded, experts, r.counts, r.offs, cfg.precision).index_select(0, r.pad)
-    else:
-        y = cfg.expert_fn(ordered, experts, r.counts, r.offs, cfg.precision)
+    y = guarded(lambda: _experts(ordered, r, experts, cfg), lambda: ordered * 0)
     back = torch.empty_like(y).index_copy(0, r.order, y)
     returned = AllToAll.apply(back, r.send_splits, r.recv_splits, cfg.group)
     out.index_add_(0, r.token, returned * r.weight[:, None])

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -46,6 +46,7 @@ class BuildContext:
     device: torch.device
     grouped_mm: bool
     dtype: torch.dtype = torch.bfloat16
+    native_scaled: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
