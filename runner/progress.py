@@ -40,7 +40,7 @@ class Progress:
         if self.bar is None:
             print(line, file=self.stream, flush=True)
             return
-        self.bar.write(line)  # above the bar, so each case keeps its line
+        self.bar.write(line, file=self.stream)  # above the bar: each case keeps its line
         self.bar.set_postfix_str(case_id)
         self.bar.update(1)
 
