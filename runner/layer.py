@@ -199,19 +199,35 @@ def _experts(ordered: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: Pas
     return cfg.expert_fn(padded, experts, r.counts, r.offs, cfg.precision).index_select(0, r.pad)
 
 
-def routed_pass(x: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig,
-                out: torch.Tensor) -> None:
-    """Dispatch, permute to expert order, experts, combine, score-weighted sum into out.
-    The experts (the local work between the two collectives) run OOM-guarded: a rank out
-    of memory sends zeros on to the combine rather than leave its peers waiting there."""
+def dispatch(x: torch.Tensor, r: DeviceRouting, cfg: PassConfig) -> torch.Tensor:
+    """This rank's rows to their experts' ranks (quantized on the wire if so configured)."""
     rows = x.index_select(0, r.token)
+    recv: torch.Tensor
     if cfg.quantized_dispatch:
         recv = QuantizedAllToAll.apply(rows, r.recv_splits, r.send_splits, cfg.group,
                                        cfg.precision)
     else:
         recv = AllToAll.apply(rows, r.recv_splits, r.send_splits, cfg.group)
+    return recv
+
+
+def expert_rows(recv: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig
+                ) -> torch.Tensor:
+    """Received rows -> expert order -> experts -> back in received order. The local work
+    between the two collectives, so it runs OOM-guarded: a rank out of memory sends zeros
+    on to the combine rather than leave its peers waiting there."""
     ordered = recv.index_select(0, r.order)
     y = guarded(lambda: _experts(ordered, r, experts, cfg), lambda: ordered * 0)
-    back = torch.empty_like(y).index_copy(0, r.order, y)
+    return torch.empty_like(y).index_copy(0, r.order, y)
+
+
+def combine(back: torch.Tensor, r: DeviceRouting, cfg: PassConfig, out: torch.Tensor) -> None:
+    """The expert outputs home again, score-weighted and summed into ``out``."""
     returned = AllToAll.apply(back, r.send_splits, r.recv_splits, cfg.group)
     out.index_add_(0, r.token, returned * r.weight[:, None])
+
+
+def routed_pass(x: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig,
+                out: torch.Tensor) -> None:
+    """Dispatch, permute to expert order, experts, combine, score-weighted sum into out."""
+    combine(expert_rows(dispatch(x, r, cfg), r, experts, cfg), r, cfg, out)
