@@ -18,6 +18,7 @@ import torch.distributed as dist
 from runner.layer import Experts, make_experts
 from runner.matrix import Timing
 from runner.model import CaseSpec, Shape
+from runner.native import USAGE as NATIVE
 from runner.oom import STATE as OOM
 from runner.oom import agree, free_memory, start_phase
 from runner.pipelines import REGISTRY, BuildContext, Forward, build_reference
@@ -55,6 +56,7 @@ class RankOutcome:
     nvlink_rx_gbps: float | None
     ooms: int = 0
     oom_note: str | None = None
+    emulated: bool = False  # a quantized case whose GEMMs did not all run natively
     notes: list[str] = field(default_factory=list)
 
 
@@ -133,6 +135,7 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
     build, timings (training: combined, forward, backward), numerics, NVLink."""
     device, training = plat.device, spec.training
     OOM.rank, OOM.case_id = rank, spec.id
+    NATIVE.reset()
     phases = Phases(group, device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -228,6 +231,7 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
         allocation_retries=_alloc_retries(device) - retries_before,
         nvlink_tx_gbps=tx, nvlink_rx_gbps=rx,
         ooms=phases.ooms, oom_note=phases.stopped,
+        emulated=spec.quantized and not NATIVE.all_native,
     )
 
 

@@ -105,7 +105,6 @@ def platform_facts(plat: Platform, matrix: Matrix, world: int) -> PlatformFacts:
               "datasheet" if sheet else "none")
     return PlatformFacts(
         gpu_name=plat.gpu_name, cuda=plat.cuda,
-        emulated={"mxfp8": True, "nvfp4": True},
         host=host_info(plat, world), peaks_tf=tf,
         hbm_gbps=overrides.hbm_gbps or (sheet.hbm_gbps if sheet else None),
         nvlink_gbps_per_direction=(overrides.nvlink_gbps_per_direction

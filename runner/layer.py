@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from runner.native import USAGE, scaled_gemm
 from runner.oom import guarded
 from runner.quant import fake_quantize, pack_rows, unpack_rows
 from runner.routing import RankRouting
@@ -121,6 +122,31 @@ def experts_grouped(rows: torch.Tensor, experts: Experts, counts: list[int],
     x = fake_quantize(rows, precision)
     h = F.silu(torch._grouped_mm(x, gate, offs=offs)) * torch._grouped_mm(x, up, offs=offs)
     return torch._grouped_mm(fake_quantize(h, precision), down, offs=offs)
+
+
+def experts_native(fallback: ExpertFn) -> ExpertFn:
+    """Expert by expert through native block-scaled GEMMs (``runner.native``) when no
+    gradient is needed; ``fallback`` (emulated) otherwise. Counted in ``USAGE``."""
+    def run(rows: torch.Tensor, experts: Experts, counts: list[int], offs: torch.Tensor,
+            precision: str) -> torch.Tensor:
+        if precision == "bf16":
+            return fallback(rows, experts, counts, offs, precision)
+        if torch.is_grad_enabled():
+            USAGE.emulated += 1
+            return fallback(rows, experts, counts, offs, precision)
+        USAGE.native += 1
+        outs = []
+        start = 0
+        for e, n in enumerate(counts):
+            if n:
+                xe = rows[start:start + n]
+                h = (F.silu(scaled_gemm(xe, experts.gate[e], precision))
+                     * scaled_gemm(xe, experts.up[e], precision))
+                outs.append(scaled_gemm(h, experts.down[e], precision))
+            start += n
+        return torch.cat(outs) if outs else rows.new_zeros((0, experts.down.shape[-1]))
+
+    return run
 
 
 def grouped_mm_runs(device: torch.device) -> bool:

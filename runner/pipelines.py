@@ -30,6 +30,7 @@ from runner.layer import (
     expert_rows,
     experts_grouped,
     experts_loop,
+    experts_native,
     prepare,
     routed_pass,
 )
@@ -61,8 +62,14 @@ class Pipeline:
     note: str
 
 
-def expert_fn(ctx: BuildContext) -> ExpertFn:
-    return experts_grouped if ctx.grouped_mm else experts_loop
+def expert_fn(ctx: BuildContext, native: bool = True) -> ExpertFn:
+    """The experts' GEMMs: native block-scaled ones where the start-up probe ran them
+    for this precision (inference only, see runner.native), else emulated, through
+    ``torch._grouped_mm`` where it runs."""
+    emulated = experts_grouped if ctx.grouped_mm else experts_loop
+    if native and ctx.native_scaled.get(ctx.precision):
+        return experts_native(emulated)
+    return emulated
 
 
 def _routings(ctx: BuildContext, cfg: PassConfig, stages: int) -> list[DeviceRouting]:
@@ -147,7 +154,7 @@ def compiled_or_eager(fn: ExpertFn) -> ExpertFn:
 
 
 def build_mega(ctx: BuildContext) -> Forward:
-    fn = expert_fn(ctx)
+    fn = expert_fn(ctx, native=False)  # torch.compile of the emulated experts
     if ctx.device.type == "cuda":
         fn = compiled_or_eager(fn)
     quantized = ctx.precision != "bf16"

@@ -43,6 +43,7 @@ class Outcome(Protocol):
     nvlink_rx_gbps: float | None
     ooms: int
     oom_note: str | None
+    emulated: bool
 
 
 class Unmeasured(ValueError):
@@ -54,7 +55,6 @@ class Unmeasured(ValueError):
 class PlatformFacts:
     gpu_name: str
     cuda: bool
-    emulated: dict[str, bool]  # precision -> emulated
     host: dict[str, Any]
     peaks_tf: dict[str, float]
     hbm_gbps: float | None
@@ -126,7 +126,7 @@ def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[Outcome],
         "logicalForwardPayloadBytesRank0": payload,
         "forwardFlopsPerLogicalPayloadByteRank0": forward_flops / payload if payload else None,
         "capacityRows": model.capacityRows,
-        "emulated": facts.emulated.get(spec.precision, False),
+        "emulated": any(o.emulated for o in outcomes),
         # Beyond the wire format's known fields (kept by the service as they are):
         "numericalRelativeError": error,
         "numericalBound": bound,
@@ -182,12 +182,16 @@ def _notes(facts: PlatformFacts, pipeline_notes: list[str], skipped: list[str],
             "`runtimeSkipped` field of the next case posted (and in --out's "
             "runtimeSkippedNote)."),
         "precisionNote": (
-            "mxfp8 and nvfp4 are emulated: quantize to the exact block formats (mxfp8: e4m3 "
-            "+ e8m0 scale per 32; nvfp4: e2m1 + e4m3 scale per 16 + fp32 tensor scale), "
-            "dequantize, bf16 GEMM. Native scaled-GEMM probe: "
+            "mxfp8 and nvfp4 quantize to the exact block formats (mxfp8: e4m3 + e8m0 scale "
+            "per 32; nvfp4: e2m1 + e4m3 scale per 16 + fp32 tensor scale). Native "
+            "block-scaled GEMMs (torch._scaled_mm, expert by expert) run where the start-up "
+            "probe ran them and matched the emulated GEMM, for inference in the standard "
+            "and staged pipelines; elsewhere (training: no scaled-GEMM backward here; "
+            "mega: compiled emulation) the GEMMs emulate: dequantize, bf16 GEMM. A case "
+            "says emulated=false only when all its expert GEMMs ran natively. Probe: "
             + ", ".join(f"{p} {'ran' if ran else 'unavailable'}"
                         for p, ran in facts.host.get("nativeScaledGEMM", {}).items())
-            + " (the GEMMs emulate either way for now)."),
+            + "."),
         "numericsNote": ERROR_BOUND_NOTE,
         "pipelineNote": " ".join(pipeline_notes),
     }
