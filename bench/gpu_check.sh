@@ -2,8 +2,11 @@
 # GPU check of the runner (issue 3), sized for 10 minutes on one H200:
 #   1. the precision probe (grouped GEMM, native mxfp8/nvfp4 scaled GEMMs),
 #   2. a bf16 GEMM ceiling measured in the same run,
-#   3. a single-GPU matrix (EP 1, a shape that fills the GPU),
-# then useful TFLOP/s and % of the measured ceiling per case.
+#   3. a single-GPU matrix (EP 1, a shape that fills the GPU): every pipeline (staged
+#      overlaps its transfers with the GEMMs on CUDA streams), the three precisions
+#      (native scaled GEMMs where the probe ran them, e.g. Blackwell; emulated on an
+#      H200), and one case with an injected OOM in its numerical check (ooms 1, reported),
+# then useful TFLOP/s and % of the measured ceiling per case, ooms and emulated.
 # Without a GPU (or with --dry-run) it runs the same steps on a tiny shape on the CPU.
 # Needs torch, pydantic and httpx importable by $PYTHON (default: .venv/bin/python).
 set -euo pipefail
@@ -100,6 +103,14 @@ F = $F
 imbalance = 1
 category = "gpu_check"
 [[case]]
+mode = "inference"
+ep = 1
+precision = "mxfp8"
+pipeline = "standard"
+F = $F
+imbalance = 1
+category = "oom_check"
+[[case]]
 mode = "training"
 ep = 1
 precision = "bf16"
@@ -116,6 +127,9 @@ F = $F
 imbalance = 1
 category = "gpu_check"
 TOML
+# The oom_check case runs out of memory (injected) in its numerical check: the runner
+# must report it with ooms 1 and go on to the next case.
+MOESCOPE_INJECT_OOM="rank=0,case=oom_check,phase=numerics" \
 "$PYTHON" -m app.cli run --matrix "$OUT/matrix.toml" --nproc 1 --out "$OUT/report.json" \
   --spool "$OUT/spool"
 

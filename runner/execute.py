@@ -10,7 +10,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -18,6 +18,9 @@ import torch.distributed as dist
 from runner.layer import Experts, make_experts
 from runner.matrix import Timing
 from runner.model import CaseSpec, Shape
+from runner.native import USAGE as NATIVE
+from runner.oom import STATE as OOM
+from runner.oom import agree, free_memory, start_phase
 from runner.pipelines import REGISTRY, BuildContext, Forward, build_reference
 from runner.platform import Platform, nvlink_counters
 from runner.routing import Plan
@@ -34,11 +37,14 @@ NVLINK_SECONDS = 1.0
 
 @dataclass
 class RankOutcome:
+    """One rank's view of a case. A phase that ran out of memory on any rank leaves its
+    fields (and those of every later phase) None."""
+
     rank: int
-    forward: list[float]
-    combined: list[float]
+    forward: list[float] | None
+    combined: list[float] | None
     backward: list[float] | None
-    numerical_error: float
+    numerical_error: float | None
     graph_accepted: bool | None
     graph_note: str | None
     rows_received: int
@@ -48,7 +54,43 @@ class RankOutcome:
     allocation_retries: int
     nvlink_tx_gbps: float | None
     nvlink_rx_gbps: float | None
+    ooms: int = 0
+    oom_note: str | None = None
+    emulated: bool = False  # a quantized case whose GEMMs did not all run natively
     notes: list[str] = field(default_factory=list)
+
+
+T = TypeVar("T")
+
+
+class Phases:
+    """Runs a case's phases; after each, the ranks agree whether any ran out of memory.
+    The first OOM anywhere ends the case on every rank (the same decision everywhere)."""
+
+    def __init__(self, group: Any, device: torch.device) -> None:
+        self.group, self.device = group, device
+        self.ooms = 0  # this rank's
+        self.stopped: str | None = None  # why the case ended early
+
+    def run(self, name: str, work: Callable[[], T]) -> T | None:
+        if self.stopped:
+            return None
+        start_phase(name)
+        result: T | None = None
+        try:
+            result = work()
+        except torch.OutOfMemoryError:
+            OOM.hit = True
+        local = int(OOM.hit)
+        start_phase("")
+        counts = agree(local, self.group, self.device)
+        if not any(counts):
+            return result
+        self.ooms += local
+        ranks = ", ".join(str(r) for r, c in enumerate(counts) if c)
+        self.stopped = f"out of memory in the {name} phase on rank(s) {ranks}"
+        free_memory()
+        return None
 
 
 def _draw(shape: tuple[int, ...], seed: int, device: torch.device) -> torch.Tensor:
@@ -77,75 +119,119 @@ def _clear(x: torch.Tensor, experts: Experts) -> None:
         t.grad = None
 
 
+@dataclass
+class _Built:
+    ctx: BuildContext
+    forward: Forward
+    experts: Experts
+    x: torch.Tensor
+    grad_out: torch.Tensor
+
+
 def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int,
              plat: Platform, rank: int, group: Any) -> RankOutcome:
+    """The phases, in the order that measures the wire format's required times first
+    (so an OOM later, e.g. in the float64 reference, still leaves a reportable case):
+    build, timings (training: combined, forward, backward), numerics, NVLink."""
     device, training = plat.device, spec.training
-    el = shape.E // spec.ep
-    ctx = BuildContext(plan, rank, shape.T, spec.precision, group, device, plat.grouped_mm)
-    forward = REGISTRY[spec.pipeline].build(ctx)
-    experts = make_experts(shape.D, spec.F, rank * el, el, seed, torch.bfloat16, device)
-    x = _draw((shape.T, shape.D), seed * 31 + rank, device)
-    grad_out = _draw((shape.T, shape.D), seed * 37 + rank + 1, device)
+    OOM.rank, OOM.case_id = rank, spec.id
+    NATIVE.reset()
+    phases = Phases(group, device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     retries_before = _alloc_retries(device)
 
-    error = _numerics(forward, ctx, experts, x, grad_out, training, group)
+    def build() -> _Built:
+        el = shape.E // spec.ep
+        ctx = BuildContext(plan, rank, shape.T, spec.precision, group, device, plat.grouped_mm,
+                           native_scaled=plat.native_scaled)
+        return _Built(ctx, REGISTRY[spec.pipeline].build(ctx),
+                      make_experts(shape.D, spec.F, rank * el, el, seed, torch.bfloat16, device),
+                      _draw((shape.T, shape.D), seed * 31 + rank, device),
+                      _draw((shape.T, shape.D), seed * 37 + rank + 1, device))
+
+    built = phases.run("build", build)
+
+    def timed(run: Callable[[], None], setup: Callable[[], None] | None = None) -> Windows:
+        return time_windows(run, windows=timing.windows, iterations=timing.iterations,
+                            warmup=timing.warmup, device=device, group=group, setup=setup)
+
     graph_accepted: bool | None = None
     graph_note: str | None = None
-    params = experts.parameters()
-    if training:
-        xg = x.clone().requires_grad_(True)
-        for p in params:
+    fw = bw = combined = None
+    loop: Callable[[], None] | None = None
+    if built is not None and training:
+        b = built
+        xg = b.x.clone().requires_grad_(True)
+        for p in b.experts.parameters():
             p.requires_grad_(True)
         state: dict[str, torch.Tensor] = {}
 
         def fwd() -> None:
-            _clear(xg, experts)
-            state["y"] = forward(xg, experts)
+            _clear(xg, b.experts)
+            state["y"] = b.forward(xg, b.experts)
 
         def bwd() -> None:
-            state["y"].backward(grad_out)
+            state["y"].backward(b.grad_out)
 
         def step() -> None:
             fwd()
             bwd()
 
-        def timed(run: Callable[[], None], setup: Callable[[], None] | None = None
-                  ) -> Windows:
-            return time_windows(run, windows=timing.windows, iterations=timing.iterations,
-                                warmup=timing.warmup, device=device, group=group, setup=setup)
-
-        fw, bw, combined = timed(fwd), timed(bwd, setup=fwd), timed(step)
+        combined = phases.run("combined", lambda: timed(step))
+        fw = phases.run("forward", lambda: timed(fwd))
+        bw = phases.run("backward", lambda: timed(bwd, setup=fwd))
+        state.clear()
         loop = step
         graph_note = "training steps run eagerly (no CUDA graph captured for fwd+bwd)"
-        forward_ms, backward_ms, combined_ms = fw, bw, combined
-    else:
-        with torch.no_grad():
-            run, graph_accepted, graph_note = _graph_or_eager(forward, experts, x, plat, group)
-            fw = time_windows(run, windows=timing.windows, iterations=timing.iterations,
-                              warmup=timing.warmup, device=device, group=group)
-            loop = run
-        forward_ms, backward_ms, combined_ms = fw, None, fw
+    elif built is not None:
+        b = built
 
-    if training:
-        tx, rx = _nvlink(loop, combined_ms.median_ms, device)
-    else:
-        with torch.no_grad():
-            tx, rx = _nvlink(loop, combined_ms.median_ms, device)
+        def graphed_and_timed() -> tuple[Callable[[], None], bool | None, str | None, Windows]:
+            with torch.no_grad():
+                run, accepted, note = _graph_or_eager(b.forward, b.experts, b.x, plat, group)
+                return run, accepted, note, timed(run)
+
+        measured = phases.run("forward", graphed_and_timed)
+        if measured is not None:
+            loop, graph_accepted, graph_note, fw = measured
+            combined = fw
+
+    error = None
+    if built is not None:
+        b = built
+        error = phases.run("numerics", lambda: _numerics(b.forward, b.ctx, b.experts, b.x,
+                                                         b.grad_out, training, group))
+    tx = rx = None
+    if loop is not None and combined is not None:
+        step_loop, step_ms = loop, combined.median_ms
+
+        def nvlink() -> tuple[float | None, float | None]:
+            if training:
+                return _nvlink(step_loop, step_ms, device)
+            with torch.no_grad():
+                return _nvlink(step_loop, step_ms, device)
+
+        tx, rx = phases.run("nvlink", nvlink) or (None, None)
     allocated = reserved = None
     if device.type == "cuda":
         allocated = torch.cuda.max_memory_allocated(device) / 2**30
         reserved = torch.cuda.max_memory_reserved(device) / 2**30
+    del built, loop
+    if phases.stopped:
+        free_memory()
     return RankOutcome(
-        rank=rank, forward=forward_ms.per_window_ms, combined=combined_ms.per_window_ms,
-        backward=backward_ms.per_window_ms if backward_ms else None,
+        rank=rank, forward=fw.per_window_ms if fw else None,
+        combined=combined.per_window_ms if combined else None,
+        backward=bw.per_window_ms if bw else None,
         numerical_error=error, graph_accepted=graph_accepted, graph_note=graph_note,
         rows_received=plan.receive[rank],
         rows_sent_off_rank=sum(n for d, n in enumerate(plan.sends[rank]) if d != rank),
         allocated_peak_gib=allocated, reserved_peak_gib=reserved,
         allocation_retries=_alloc_retries(device) - retries_before,
         nvlink_tx_gbps=tx, nvlink_rx_gbps=rx,
+        ooms=phases.ooms, oom_note=phases.stopped,
+        emulated=spec.quantized and not NATIVE.all_native,
     )
 
 

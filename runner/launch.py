@@ -28,7 +28,15 @@ from runner.matrix import Matrix
 from runner.model import CaseSpec
 from runner.pipelines import REGISTRY
 from runner.platform import Platform, datasheet_peaks, detect, host_info, local_rank
-from runner.report import PlatformFacts, block_size_problem, build_case, build_meta, check_report
+from runner.progress import Progress, progress_line
+from runner.report import (
+    PlatformFacts,
+    Unmeasured,
+    block_size_problem,
+    build_case,
+    build_meta,
+    check_report,
+)
 from runner.routing import Plan, RoutingError, build_plan
 from runner.spool import Spool, SpoolError, write_atomic
 
@@ -97,7 +105,6 @@ def platform_facts(plat: Platform, matrix: Matrix, world: int) -> PlatformFacts:
               "datasheet" if sheet else "none")
     return PlatformFacts(
         gpu_name=plat.gpu_name, cuda=plat.cuda,
-        emulated={"mxfp8": True, "nvfp4": True},
         host=host_info(plat, world), peaks_tf=tf,
         hbm_gbps=overrides.hbm_gbps or (sheet.hbm_gbps if sheet else None),
         nvlink_gbps_per_direction=(overrides.nvlink_gbps_per_direction
@@ -140,38 +147,30 @@ def _worker(rank: int, world: int, opts: RunOptions, plat: Platform) -> int:
     matrix = opts.matrix
     groups = _groups(world, {c.ep for c in matrix.cases})
     skipped = {c.id: r for c in matrix.cases if (r := skip_reason(c, matrix, world))}
-    reporter = Reporter(opts, matrix, plat, world, list(skipped.values())) if rank == 0 else None
     runnable = [c for c in matrix.cases if c.id not in skipped]
+    reporter = (Reporter(opts, matrix, plat, world, list(skipped.values()), len(runnable))
+                if rank == 0 else None)
     failures = 0
     for index, spec in enumerate(runnable, 1):
-        outcome = None
-        outcomes: list[Any] = []
+        outcomes: list[RankOutcome] = []
         if rank < spec.ep:
             plan: Plan = build_plan(matrix.shape, spec, matrix.seed)
-            try:
-                outcome = run_case(spec, matrix.shape, plan, matrix.timing, matrix.seed, plat,
-                                   rank, groups[spec.ep])
-            except torch.OutOfMemoryError:
-                outcome = None
+            outcome = run_case(spec, matrix.shape, plan, matrix.timing, matrix.seed, plat,
+                               rank, groups[spec.ep])
             outcomes = _gather(outcome, rank, spec.ep, groups[spec.ep], plat.device)
         dist.barrier()
         if reporter is not None:
-            if any(o is None for o in outcomes):
-                reporter.skip_at_runtime(spec, "out of memory")
-                failures += 1
-            else:
-                failures += not reporter.add(index, len(runnable), spec, outcomes)
+            failures += not reporter.add(index, len(runnable), spec, outcomes)
     if reporter is None:
         return 0
     return reporter.finish(failures)
 
 
-def _gather(outcome: RankOutcome | None, rank: int, ep: int, group: Any,
-            device: torch.device) -> list[RankOutcome | None]:
+def _gather(outcome: RankOutcome, rank: int, ep: int, group: Any,
+            device: torch.device) -> list[RankOutcome]:
     if ep == 1:
         return [outcome]
-    payloads = gather_json(asdict(outcome) if outcome else None, group, device)
-    return [RankOutcome(**p) if p else None for p in payloads]
+    return [RankOutcome(**p) for p in gather_json(asdict(outcome), group, device)]
 
 
 def gather_json(value: Any, group: Any, device: torch.device) -> list[Any]:
@@ -195,7 +194,7 @@ class Reporter:
     """Rank 0's side: the report, its delivery, ``--out`` and the progress lines."""
 
     def __init__(self, opts: RunOptions, matrix: Matrix, plat: Platform, world: int,
-                 skipped: list[str]) -> None:
+                 skipped: list[str], runnable: int) -> None:
         self.opts, self.matrix, self.started = opts, matrix, time.monotonic()
         self.facts = platform_facts(plat, matrix, world)
         self.run_id = f"{socket.gethostname()}-{time.strftime('%Y%m%dT%H%M%S')}-" \
@@ -206,6 +205,8 @@ class Reporter:
         self.meta = build_meta(matrix, self.facts, self.run_id, pipeline_notes, skipped, graph)
         self.cases: list[dict[str, Any]] = []
         self.runtime_skips: list[str] = []
+        self.unposted_skips: list[str] = []
+        self.progress = Progress(runnable)
         for reason in skipped:
             print(f"skip {reason}", file=sys.stderr)
         self.sender: Sender | None = None
@@ -222,32 +223,46 @@ class Reporter:
         self._write_out()
 
     def add(self, index: int, total: int, spec: CaseSpec, outcomes: list[Any]) -> bool:
+        """Report one case; False when it failed (invalid, undeliverable, numerics not
+        accepted). Running out of memory is an outcome, not a failure: the case is
+        reported with ``ooms`` counted, or skipped when none of its times was measured."""
         bound = ERROR_BOUNDS[spec.precision]
+        elapsed = time.monotonic() - self.started
         try:
             case = build_case(spec, self.matrix, outcomes, self.facts, bound)
             notes = [o.graph_note for o in outcomes if getattr(o, "graph_note", None)]
             if notes and self.facts.cuda:
                 case["graphNote"] = notes[0]
+            if self.unposted_skips:
+                # The posted meta was written before the cases ran; the next case
+                # carries what was skipped since the previous one.
+                case["runtimeSkipped"] = list(self.unposted_skips)
             check_report(self.meta, [*self.cases, case])
+        except Unmeasured as exc:
+            self.skip_at_runtime(spec, str(exc))
+            self.progress.case(progress_line(index, total, spec.id, elapsed, None, str(exc)),
+                               spec.id)
+            return True
         except ValueError as exc:
             self.skip_at_runtime(spec, f"invalid result: {exc}")
+            self.progress.case(progress_line(index, total, spec.id, elapsed, None,
+                                             "invalid result"), spec.id)
             return False
+        self.unposted_skips.clear()
         self.cases.append(case)
         self._write_out()
+        self.progress.case(progress_line(index, total, spec.id, elapsed, case), spec.id)
         if self.sender is not None:
             try:
                 self.sender.send(case)
             except SpoolError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return False
-        numerics = "ok" if case["numericalAccepted"] else "NOT ACCEPTED"
-        print(f"[{index}/{total}] {spec.id}  {time.monotonic() - self.started:7.1f} s  "
-              f"{case['usefulTFPerGPU']:.4g} useful TF/GPU  layer {case['layerMS']:.4g} ms  "
-              f"numerics {numerics} ({case['numericalRelativeError']:.2e})", flush=True)
-        return bool(case["numericalAccepted"])
+        return case["numericalAccepted"] is not False
 
     def skip_at_runtime(self, spec: CaseSpec, reason: str) -> None:
         self.runtime_skips.append(f"{spec.id}: {reason}")
+        self.unposted_skips.append(f"{spec.id}: {reason}")
         print(f"skip {spec.id}: {reason}", file=sys.stderr)
 
     def _write_out(self) -> None:
@@ -261,7 +276,11 @@ class Reporter:
         write_atomic(self.opts.out, data)
 
     def finish(self, failures: int) -> int:
+        self.progress.close()
         self._write_out()
+        if self.unposted_skips:
+            print(f"note: skipped after the last posted case (in --out only): "
+                  f"{'; '.join(self.unposted_skips)}", file=sys.stderr)
         code = 1 if failures else 0
         if self.sender is not None:
             result = self.sender.close()

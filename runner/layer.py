@@ -14,6 +14,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from runner.native import USAGE, scaled_gemm
+from runner.oom import guarded
 from runner.quant import fake_quantize, pack_rows, unpack_rows
 from runner.routing import RankRouting
 
@@ -122,6 +124,31 @@ def experts_grouped(rows: torch.Tensor, experts: Experts, counts: list[int],
     return torch._grouped_mm(fake_quantize(h, precision), down, offs=offs)
 
 
+def experts_native(fallback: ExpertFn) -> ExpertFn:
+    """Expert by expert through native block-scaled GEMMs (``runner.native``) when no
+    gradient is needed; ``fallback`` (emulated) otherwise. Counted in ``USAGE``."""
+    def run(rows: torch.Tensor, experts: Experts, counts: list[int], offs: torch.Tensor,
+            precision: str) -> torch.Tensor:
+        if precision == "bf16":
+            return fallback(rows, experts, counts, offs, precision)
+        if torch.is_grad_enabled():
+            USAGE.emulated += 1
+            return fallback(rows, experts, counts, offs, precision)
+        USAGE.native += 1
+        outs = []
+        start = 0
+        for e, n in enumerate(counts):
+            if n:
+                xe = rows[start:start + n]
+                h = (F.silu(scaled_gemm(xe, experts.gate[e], precision))
+                     * scaled_gemm(xe, experts.up[e], precision))
+                outs.append(scaled_gemm(h, experts.down[e], precision))
+            start += n
+        return torch.cat(outs) if outs else rows.new_zeros((0, experts.down.shape[-1]))
+
+    return run
+
+
 def grouped_mm_runs(device: torch.device) -> bool:
     """Probe ``torch._grouped_mm`` (forward and backward) on a tiny bf16 problem."""
     try:
@@ -190,21 +217,43 @@ class PassConfig:
     group: Any
 
 
-def routed_pass(x: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig,
-                out: torch.Tensor) -> None:
-    """Dispatch, permute to expert order, experts, combine, score-weighted sum into out."""
+def _experts(ordered: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig
+             ) -> torch.Tensor:
+    if r.pad is None:
+        return cfg.expert_fn(ordered, experts, r.counts, r.offs, cfg.precision)
+    padded = ordered.new_zeros((r.gemm_rows, ordered.shape[1])).index_copy(0, r.pad, ordered)
+    return cfg.expert_fn(padded, experts, r.counts, r.offs, cfg.precision).index_select(0, r.pad)
+
+
+def dispatch(x: torch.Tensor, r: DeviceRouting, cfg: PassConfig) -> torch.Tensor:
+    """This rank's rows to their experts' ranks (quantized on the wire if so configured)."""
     rows = x.index_select(0, r.token)
+    recv: torch.Tensor
     if cfg.quantized_dispatch:
         recv = QuantizedAllToAll.apply(rows, r.recv_splits, r.send_splits, cfg.group,
                                        cfg.precision)
     else:
         recv = AllToAll.apply(rows, r.recv_splits, r.send_splits, cfg.group)
+    return recv
+
+
+def expert_rows(recv: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig
+                ) -> torch.Tensor:
+    """Received rows -> expert order -> experts -> back in received order. The local work
+    between the two collectives, so it runs OOM-guarded: a rank out of memory sends zeros
+    on to the combine rather than leave its peers waiting there."""
     ordered = recv.index_select(0, r.order)
-    if r.pad is not None:
-        padded = ordered.new_zeros((r.gemm_rows, ordered.shape[1])).index_copy(0, r.pad, ordered)
-        y = cfg.expert_fn(padded, experts, r.counts, r.offs, cfg.precision).index_select(0, r.pad)
-    else:
-        y = cfg.expert_fn(ordered, experts, r.counts, r.offs, cfg.precision)
-    back = torch.empty_like(y).index_copy(0, r.order, y)
+    y = guarded(lambda: _experts(ordered, r, experts, cfg), lambda: ordered * 0)
+    return torch.empty_like(y).index_copy(0, r.order, y)
+
+
+def combine(back: torch.Tensor, r: DeviceRouting, cfg: PassConfig, out: torch.Tensor) -> None:
+    """The expert outputs home again, score-weighted and summed into ``out``."""
     returned = AllToAll.apply(back, r.send_splits, r.recv_splits, cfg.group)
     out.index_add_(0, r.token, returned * r.weight[:, None])
+
+
+def routed_pass(x: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig,
+                out: torch.Tensor) -> None:
+    """Dispatch, permute to expert order, experts, combine, score-weighted sum into out."""
+    combine(expert_rows(dispatch(x, r, cfg), r, experts, cfg), r, cfg, out)

@@ -3,9 +3,9 @@ for one rank. A kernel library (DeepEP, TransformerEngine) would register anothe
 
 - standard: bf16 dispatch, experts unpadded, bf16 combine, one pass.
 - staged: quantized dispatch (payload and scales as uint8) for mxfp8/nvfp4, expert groups
-  padded to 128 rows, tokens in stages. The stages run one after the other: overlapping
-  the dispatch of stage i+1 and the combine of stage i-1 with the GEMMs of stage i on
-  separate CUDA streams is not implemented yet (the notes say so).
+  padded to 128 rows, tokens in stages, software-pipelined (runner/schedule.py): on CUDA
+  the dispatch of stage i+1 and the combine of stage i-1 overlap the GEMMs of stage i on
+  separate streams; on the CPU the same schedule runs one op after the other.
 - mega: the expert computation compiled with ``torch.compile`` on CUDA (eager on the
   CPU, where compiling is slower than the whole test), quantized dispatch and padded
   groups as staged, in one pass; on CUDA the whole layer is replayed as one CUDA graph.
@@ -15,25 +15,31 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from runner.layer import (
+    DeviceRouting,
     ExpertFn,
     Experts,
     PassConfig,
+    combine,
+    dispatch,
+    expert_rows,
     experts_grouped,
     experts_loop,
+    experts_native,
     prepare,
     routed_pass,
 )
 from runner.model import PIPELINES
 from runner.routing import Plan, rank_routing
+from runner.schedule import PHASES, Phase, handoff, pipeline_schedule, run_schedule
 
 Forward = Callable[[torch.Tensor, Experts], torch.Tensor]
-STAGES = 2
+STAGES = 4
 
 
 @dataclass
@@ -46,6 +52,7 @@ class BuildContext:
     device: torch.device
     grouped_mm: bool
     dtype: torch.dtype = torch.bfloat16
+    native_scaled: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -55,20 +62,62 @@ class Pipeline:
     note: str
 
 
-def expert_fn(ctx: BuildContext) -> ExpertFn:
-    return experts_grouped if ctx.grouped_mm else experts_loop
+def expert_fn(ctx: BuildContext, native: bool = True) -> ExpertFn:
+    """The experts' GEMMs: native block-scaled ones where the start-up probe ran them
+    for this precision (inference only, see runner.native), else emulated, through
+    ``torch._grouped_mm`` where it runs."""
+    emulated = experts_grouped if ctx.grouped_mm else experts_loop
+    if native and ctx.native_scaled.get(ctx.precision):
+        return experts_native(emulated)
+    return emulated
 
 
-def _one_pass(ctx: BuildContext, cfg: PassConfig, stages: int = 1) -> Forward:
+def _routings(ctx: BuildContext, cfg: PassConfig, stages: int) -> list[DeviceRouting]:
     bounds = [ctx.tokens * s // stages for s in range(stages + 1)]
-    routings = [prepare(rank_routing(ctx.plan, ctx.rank, range(a, b)), ctx.device, ctx.dtype,
-                        cfg.pad_groups)
-                for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [prepare(rank_routing(ctx.plan, ctx.rank, range(a, b)), ctx.device, ctx.dtype,
+                    cfg.pad_groups)
+            for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def _one_pass(ctx: BuildContext, cfg: PassConfig) -> Forward:
+    (routing,) = _routings(ctx, cfg, 1)
 
     def forward(x: torch.Tensor, experts: Experts) -> torch.Tensor:
         out = torch.zeros_like(x)
-        for routing in routings:
-            routed_pass(x, routing, experts, cfg, out)
+        routed_pass(x, routing, experts, cfg, out)
+        return out
+
+    return forward
+
+
+def _staged(ctx: BuildContext, cfg: PassConfig, stages: int) -> Forward:
+    routings = _routings(ctx, cfg, stages)
+    ticks = pipeline_schedule(len(routings))
+    streams: dict[Phase, torch.cuda.Stream] | None = None
+    if ctx.device.type == "cuda":
+        streams = {p: torch.cuda.Stream(ctx.device)  # type: ignore[no-untyped-call]
+                   for p in PHASES}
+
+    def forward(x: torch.Tensor, experts: Experts) -> torch.Tensor:
+        out = torch.zeros_like(x)
+        received: dict[int, torch.Tensor] = {}
+        computed: dict[int, torch.Tensor] = {}
+
+        def on(phase: Phase) -> torch.cuda.Stream | None:
+            return streams[phase] if streams else None
+
+        def do_dispatch(i: int) -> None:
+            received[i] = dispatch(x, routings[i], cfg)
+
+        def do_experts(i: int) -> None:
+            recv = handoff(received.pop(i), on("experts"))
+            computed[i] = expert_rows(recv, routings[i], experts, cfg)
+
+        def do_combine(i: int) -> None:
+            combine(handoff(computed.pop(i), on("combine")), routings[i], cfg, out)
+
+        run_schedule(ticks, {"dispatch": do_dispatch, "experts": do_experts,
+                             "combine": do_combine}, ctx.device, streams)
         return out
 
     return forward
@@ -81,7 +130,7 @@ def build_standard(ctx: BuildContext) -> Forward:
 def build_staged(ctx: BuildContext) -> Forward:
     quantized = ctx.precision != "bf16"
     cfg = PassConfig(ctx.precision, quantized, True, expert_fn(ctx), ctx.group)
-    return _one_pass(ctx, cfg, stages=min(STAGES, ctx.tokens))
+    return _staged(ctx, cfg, stages=min(STAGES, ctx.tokens))
 
 
 def compiled_or_eager(fn: ExpertFn) -> ExpertFn:
@@ -105,7 +154,7 @@ def compiled_or_eager(fn: ExpertFn) -> ExpertFn:
 
 
 def build_mega(ctx: BuildContext) -> Forward:
-    fn = expert_fn(ctx)
+    fn = expert_fn(ctx, native=False)  # torch.compile of the emulated experts
     if ctx.device.type == "cuda":
         fn = compiled_or_eager(fn)
     quantized = ctx.precision != "bf16"
@@ -118,7 +167,10 @@ REGISTRY: dict[str, Pipeline] = {
                  "standard: bf16 all_to_all_single dispatch and combine, unpadded experts"),
         Pipeline("staged", build_staged,
                  f"staged: quantized dispatch (uint8 payload and scales), 128-row expert "
-                 f"groups, {STAGES} token stages run sequentially (no stream overlap yet)"),
+                 f"groups, {STAGES} token stages software-pipelined: on CUDA the dispatch "
+                 f"of stage i+1 and the combine of stage i-1 overlap the expert GEMMs of "
+                 f"stage i on separate streams (ordered by events); on the CPU the same "
+                 f"schedule runs one op after the other"),
         Pipeline("mega", build_mega,
                  "mega: experts through torch.compile on CUDA (eager on CPU), quantized "
                  "dispatch, 128-row groups, one pass"),

@@ -12,6 +12,8 @@ from typing import Any
 import torch
 
 from runner.layer import grouped_mm_runs
+from runner.native import scaled_gemm
+from runner.quant import fake_quantize
 
 
 @dataclass(frozen=True)
@@ -68,30 +70,21 @@ def detect(local_rank: int) -> Platform:
 
 
 def native_scaled_mm_runs(precision: str, device: torch.device) -> bool:
-    """Probe a tiny block-scaled GEMM. The runner records the answer; its GEMMs still
-    emulate (quantize -> dequantize -> bf16) until a native path is wired in."""
+    """Probe the runner's own native block-scaled GEMM (runner.native.scaled_gemm) on a
+    tiny problem: it must run and agree with the emulated GEMM of the same quantized
+    operands (so a wrong scale layout falls back to emulation rather than wrong numbers)."""
     if device.type != "cuda":
         return False
     try:
-        m = n = k = 128
-        if precision == "mxfp8":
-            a = torch.randn(m, k, device=device).to(torch.float8_e4m3fn)
-            b = torch.randn(n, k, device=device).to(torch.float8_e4m3fn).t()
-            sa = torch.full((m * k // 32,), 127, dtype=torch.uint8, device=device)
-            sb = torch.full((n * k // 32,), 127, dtype=torch.uint8, device=device)
-            torch._scaled_mm(a, b, sa.view(torch.float8_e8m0fnu), sb.view(torch.float8_e8m0fnu),
-                             out_dtype=torch.bfloat16)
-        else:
-            a = torch.zeros(m, k // 2, dtype=torch.uint8, device=device)
-            b = torch.zeros(n, k // 2, dtype=torch.uint8, device=device)
-            sa = torch.full((m * k // 16,), 56, dtype=torch.uint8, device=device)
-            sb = torch.full((n * k // 16,), 56, dtype=torch.uint8, device=device)
-            torch._scaled_mm(a.view(torch.float4_e2m1fn_x2), b.view(torch.float4_e2m1fn_x2).t(),
-                             sa.view(torch.float8_e4m3fn), sb.view(torch.float8_e4m3fn),
-                             out_dtype=torch.bfloat16)
+        g = torch.Generator(device=device).manual_seed(0)
+        x = torch.randn(128, 256, generator=g, device=device).to(torch.bfloat16)
+        w = torch.randn(256, 128, generator=g, device=device).to(torch.bfloat16)
+        got = scaled_gemm(x, w, precision).float()
+        wq = fake_quantize(w.t().contiguous(), precision).t()
+        want = fake_quantize(x, precision).float() @ wq.float()
         torch.cuda.synchronize(device)
-        return True
-    except (RuntimeError, TypeError, AttributeError, NotImplementedError):
+        return bool(((got - want).norm() / want.norm()) < 1e-2)
+    except (RuntimeError, TypeError, AttributeError, NotImplementedError, ValueError):
         return False
 
 

@@ -29,10 +29,10 @@ class Outcome(Protocol):
     """What execute.RankOutcome provides (kept torch-free here)."""
 
     rank: int
-    forward: list[float]
-    combined: list[float]
+    forward: list[float] | None
+    combined: list[float] | None
     backward: list[float] | None
-    numerical_error: float
+    numerical_error: float | None
     graph_accepted: bool | None
     rows_received: int
     rows_sent_off_rank: int
@@ -41,13 +41,20 @@ class Outcome(Protocol):
     allocation_retries: int
     nvlink_tx_gbps: float | None
     nvlink_rx_gbps: float | None
+    ooms: int
+    oom_note: str | None
+    emulated: bool
+
+
+class Unmeasured(ValueError):
+    """A case whose required times could not be measured (the ranks ran out of memory
+    before): it cannot be a wire case without inventing them."""
 
 
 @dataclass(frozen=True)
 class PlatformFacts:
     gpu_name: str
     cuda: bool
-    emulated: dict[str, bool]  # precision -> emulated
     host: dict[str, Any]
     peaks_tf: dict[str, float]
     hbm_gbps: float | None
@@ -75,7 +82,10 @@ def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[Outcome],
     model = model_case(shape, spec, matrix.capacity_factor)
     outcomes = sorted(outcomes, key=lambda o: o.rank)
     first = outcomes[0]  # windows are already the maximum over ranks, the same everywhere
+    if first.combined is None or first.forward is None:
+        raise Unmeasured(first.oom_note or "no time was measured")
     layer_ms = _median(first.combined)
+    error = first.numerical_error
     forward_flops = model.forwardFlops
     payload = 2 * shape.D * 2 * first.rows_sent_off_rank
     saved = model.savedBytes
@@ -109,18 +119,21 @@ def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[Outcome],
         "allocatedPeakGiB": max(allocated) if allocated else None,
         "reservedPeakGiB": max(reserved) if reserved else None,
         "recompute": [False] if spec.training else [],
-        "numericalAccepted": first.numerical_error <= bound,
+        "numericalAccepted": error <= bound if error is not None else None,
         "graphAccepted": first.graph_accepted,
         "allocationRetries": sum(o.allocation_retries for o in outcomes),
-        "ooms": 0,
+        "ooms": sum(o.ooms for o in outcomes),
         "logicalForwardPayloadBytesRank0": payload,
         "forwardFlopsPerLogicalPayloadByteRank0": forward_flops / payload if payload else None,
         "capacityRows": model.capacityRows,
-        "emulated": facts.emulated.get(spec.precision, False),
+        "emulated": any(o.emulated for o in outcomes),
         # Beyond the wire format's known fields (kept by the service as they are):
-        "numericalRelativeError": first.numerical_error,
+        "numericalRelativeError": error,
         "numericalBound": bound,
     }
+    if first.oom_note:
+        case["oomNote"] = (f"{first.oom_note}; that phase and the later ones were not "
+                           f"measured (their fields are null)")
     return wire_dict(validate_case(case))
 
 
@@ -160,14 +173,25 @@ def _notes(facts: PlatformFacts, pipeline_notes: list[str], skipped: list[str],
             "capacityRows, plus uint8 wire rows for quantized dispatch), not allocator "
             "measurements. " + ("allocated/reserved peaks are torch.cuda maxima over ranks."
                                 if facts.cuda else
-                                "No allocator peaks on the CPU: those fields are null.")),
+                                "No allocator peaks on the CPU: those fields are null.")
+            + " An out-of-memory error is caught per rank and agreed over the ranks after "
+            "each phase of a case (build, timings, numerical check, NVLink); the case ends "
+            "there on every rank and is still reported, with `ooms` counted, the fields of "
+            "the unmeasured phases null and the phase named in the case's `oomNote`. A case "
+            "whose times could not be measured at all is skipped: it is listed in the "
+            "`runtimeSkipped` field of the next case posted (and in --out's "
+            "runtimeSkippedNote)."),
         "precisionNote": (
-            "mxfp8 and nvfp4 are emulated: quantize to the exact block formats (mxfp8: e4m3 "
-            "+ e8m0 scale per 32; nvfp4: e2m1 + e4m3 scale per 16 + fp32 tensor scale), "
-            "dequantize, bf16 GEMM. Native scaled-GEMM probe: "
+            "mxfp8 and nvfp4 quantize to the exact block formats (mxfp8: e4m3 + e8m0 scale "
+            "per 32; nvfp4: e2m1 + e4m3 scale per 16 + fp32 tensor scale). Native "
+            "block-scaled GEMMs (torch._scaled_mm, expert by expert) run where the start-up "
+            "probe ran them and matched the emulated GEMM, for inference in the standard "
+            "and staged pipelines; elsewhere (training: no scaled-GEMM backward here; "
+            "mega: compiled emulation) the GEMMs emulate: dequantize, bf16 GEMM. A case "
+            "says emulated=false only when all its expert GEMMs ran natively. Probe: "
             + ", ".join(f"{p} {'ran' if ran else 'unavailable'}"
                         for p, ran in facts.host.get("nativeScaledGEMM", {}).items())
-            + " (the GEMMs emulate either way for now)."),
+            + "."),
         "numericsNote": ERROR_BOUND_NOTE,
         "pipelineNote": " ".join(pipeline_notes),
     }

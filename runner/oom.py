@@ -1,0 +1,89 @@
+"""Out-of-memory handling that keeps the ranks' collectives matched.
+
+A case runs in phases (timings, numerical check, NVLink loop). Inside a phase, the local
+work between two collectives (the experts of a routed pass) runs through ``guarded``: an
+OutOfMemoryError there is caught, remembered, and the rank hands zeros of the right shape
+to the next collective, so its peers never wait in a collective it skipped. After each
+phase the ranks all-reduce their OOM counts (``agree``): if any rank ran out of memory,
+every rank drops that phase's measurement and the rest of the case, frees memory, and
+goes on to the next case together.
+
+An OutOfMemoryError outside the guarded work (e.g. inside autograd's backward of the
+experts) is caught at the phase boundary; its peers may then wait in the backward's
+combine collective (NCCL/gloo timeout), a limitation stated in the README.
+
+Tests inject an OOM with ``MOESCOPE_INJECT_OOM="rank=R,case=SUBSTRING,phase=NAME"``
+(several joined by ``;``): the guarded work of that rank, phase and matching case id
+raises OutOfMemoryError.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+INJECT_ENV = "MOESCOPE_INJECT_OOM"
+
+
+@dataclass
+class OomState:
+    rank: int = 0
+    case_id: str = ""
+    phase: str = ""
+    hit: bool = False  # this rank ran out of memory in the current phase
+
+
+STATE = OomState()
+
+
+def _injected() -> bool:
+    for spec in os.environ.get(INJECT_ENV, "").split(";"):
+        fields = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
+        if (fields and fields.get("rank") == str(STATE.rank)
+                and fields.get("phase") == STATE.phase
+                and fields.get("case", "") in STATE.case_id):
+            return True
+    return False
+
+
+def guarded(work: Callable[[], torch.Tensor], like: Callable[[], torch.Tensor]
+            ) -> torch.Tensor:
+    """``work()``, or ``like()`` (zeros of the same shape, cheap) once this rank has run
+    out of memory in the current phase."""
+    if not STATE.hit:
+        try:
+            if _injected():
+                raise torch.OutOfMemoryError(
+                    f"injected by {INJECT_ENV} (rank {STATE.rank}, phase {STATE.phase})")
+            return work()
+        except torch.OutOfMemoryError:
+            STATE.hit = True
+            free_memory()
+    return like()
+
+
+def start_phase(phase: str) -> None:
+    STATE.phase, STATE.hit = phase, False
+
+
+def agree(local_ooms: int, group: Any, device: torch.device) -> list[int]:
+    """Every rank's OOM count for the phase just ended (the same list on every rank)."""
+    if group is None:
+        return [local_ooms]
+    counts = torch.zeros(dist.get_world_size(group), dtype=torch.int64, device=device)
+    counts[dist.get_rank(group)] = local_ooms
+    dist.all_reduce(counts, group=group)
+    return [int(c) for c in counts.cpu()]
+
+
+def free_memory() -> None:
+    gc.collect()
+    # Emptying the cache is illegal while a CUDA graph is being captured.
+    if torch.cuda.is_available() and not torch.cuda.is_current_stream_capturing():
+        torch.cuda.empty_cache()

@@ -1,0 +1,69 @@
+"""An out-of-memory error on one rank of a two-rank gloo run (injected through
+MOESCOPE_INJECT_OOM): the other rank does not hang, the OOM is counted and explained in
+the posted case, and the next case runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import REPO, live_server
+
+from ingest.validate import validate_report
+from runner.model import CaseSpec
+from runner.oom import INJECT_ENV
+
+pytestmark = pytest.mark.live
+
+LATE = CaseSpec("inference", 2, "bf16", "standard", "oom_late", 64, 1.0)  # OOM in numerics
+EARLY = CaseSpec("training", 2, "bf16", "staged", "oom_early", 64, 1.5)  # OOM before timing
+AFTER = CaseSpec("inference", 2, "mxfp8", "staged", "after", 64, 1.0)
+
+
+def test_an_oom_on_one_rank_is_counted_and_the_run_goes_on(tmp_path: Path) -> None:
+    lines = ["seed = 1", "[shape]", "T = 32", "D = 64", "E = 4", "K = 2", "[timing]",
+             "windows = 2", "iterations = 1", "warmup = 1"]
+    for spec in (LATE, EARLY, AFTER):
+        lines += ["[[case]]", f'mode = "{spec.mode}"', "ep = 2",
+                  f'precision = "{spec.precision}"', f'pipeline = "{spec.pipeline}"',
+                  "F = 64", f"imbalance = {spec.imbalance}", f'category = "{spec.category}"']
+    matrix = tmp_path / "oom.toml"
+    matrix.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "report.json"
+    env = {**os.environ, INJECT_ENV: "rank=1,case=oom_late,phase=numerics;"
+                                     "rank=0,case=oom_early,phase=combined"}
+    with live_server(f"sqlite:///{tmp_path / 'moescope.db'}", tmp_path) as live:
+        result = subprocess.run(
+            [sys.executable, "-m", "app.cli", "run", "--matrix", str(matrix), "--nproc", "2",
+             "--url", live.url, "--token", live.token("ingest"), "--out", str(out),
+             "--spool", str(tmp_path / "spool")],
+            capture_output=True, text=True, cwd=REPO, env=env, timeout=180,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        run_id = json.loads(out.read_text())["meta"]["runId"]
+        page = httpx.get(f"{live.url}/api/v1/reports", params={"q": run_id}, timeout=10).json()
+        served = httpx.get(f"{live.url}/api/v1/reports/{page['items'][0]['id']}/report.json",
+                           timeout=10).json()
+    validate_report(served)
+    cases = {c["id"]: c for c in served["cases"]}
+    assert list(cases) == [LATE.id, AFTER.id]
+
+    late = cases[LATE.id]  # timed, then out of memory in the float64 check on rank 1
+    assert late["ooms"] == 1
+    assert late["numericalAccepted"] is None and late["numericalRelativeError"] is None
+    assert late["layerMS"] > 0 and len(late["windows"]["combined"]) == 2
+    assert "out of memory in the numerics phase on rank(s) 1" in late["oomNote"]
+
+    after = cases[AFTER.id]  # the next case runs normally, carrying the skip's reason
+    assert after["ooms"] == 0 and after["numericalAccepted"] is True
+    assert "oomNote" not in after
+    assert after["runtimeSkipped"] == [
+        f"{EARLY.id}: out of memory in the combined phase on rank(s) 0"]
+    assert "`ooms` counted" in served["meta"]["memoryNote"]
+    assert EARLY.id in json.loads(out.read_text())["meta"]["runtimeSkippedNote"]
+    assert "skipped: out of memory in the combined phase" in result.stdout
