@@ -204,10 +204,12 @@ def test_report_view_filters_and_qualifies_every_chart(
     assert bf16_ep8.search == "?ep=8&precision=bf16"
     assert [r["id"] for r in bf16_ep8.rows] == [c["id"] for c in bf16_ep8.cases]
     first = bf16_ep8.cases[0]
-    assert bf16_ep8.rows[0] == {
-        **{name: first[name] for name, _ in data.TABLE_COLUMNS[:-1]
-           if first.get(name) is not None},
-        "caveats": " ".join(c["code"] for c in first["caveats"])}
+    row = bf16_ep8.rows[0]
+    assert set(row) == {name for name, _ in data.TABLE_COLUMNS
+                        if first.get(name) is not None}  # no empty field, no link
+    assert row["caveats"] == " ".join(c["code"] for c in first["caveats"])
+    assert row["usefulTFPerGPU"] == pytest.approx(first["usefulTFPerGPU"], rel=1e-5)
+    assert row["id"] == first["id"] and row["ep"] == 8
 
 
 def test_cached_report_follows_appends_and_filters_as_sql_does(
@@ -258,7 +260,7 @@ def test_reports_page_lists_newest_first_and_searches(
 
 
 def test_report_page_and_filter_callback(
-    reference_id: int, pages: dict[str, ModuleType]
+    reference_id: int, reference: dict[str, Any], pages: dict[str, ModuleType]
 ) -> None:
     report = pages["report"]
     page = report.layout(str(reference_id), precision="nvfp4")
@@ -280,6 +282,13 @@ def test_report_page_and_filter_callback(
     assert len(named["report-grid.rowData"]) == 18
     assert named["report-cap-banner.hidden"] is True  # every case charted: no banner
 
+    # The CSV: the rows the grid shows, in its order, with exact values.
+    shown = list(reversed(named["report-grid.rowData"]))[:5]
+    download = report.download_csv(1, shown, None, reference_id)
+    parsed = list(csv.DictReader(io.StringIO(download["content"])))
+    exact = {c["id"]: c for c in reference["cases"]}
+    assert [r["id"] for r in parsed] == [r["id"] for r in shown]
+    assert all(float(r["usefulTFPerGPU"]) == exact[r["id"]]["usefulTFPerGPU"] for r in parsed)
     assert "Not found" in texts(report.layout("12345"))
     assert "Not found" in texts(report.layout("abc"))
 

@@ -344,17 +344,38 @@ TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+# The grid shows 4 significant digits; 6 keep its sorting and filtering exact enough and
+# make a 5,000-row update a third smaller. The CSV takes the exact values (csv_rows).
+GRID_DIGITS = 6
+
+
+def table_row(case: Case, digits: int | None = None) -> dict[str, Any]:
+    """A case's table row, floats rounded to ``digits`` significant digits (or exact); no
+    empty field (the grid and the CSV read a missing one as empty) and no link: the id
+    cell builds it (see static/)."""
+    row = {name: _rounded(value, digits) for name, _ in TABLE_COLUMNS
+           if (value := case.get(name)) is not None}
+    row["caveats"] = " ".join(c["code"] for c in case.get("caveats", []))
+    return row
+
+
+def _rounded(value: Any, digits: int | None) -> Any:
+    if digits is None or not isinstance(value, float):
+        return value
+    return float(f"{value:.{digits}g}")
+
+
 def table_rows(cases: Sequence[Case]) -> list[dict[str, Any]]:
-    """The case table: one flat row per case; caveats as their codes. A 5,000-case view
-    sends every row on each filter change, so a row holds no empty field (the grid and the
-    CSV read a missing one as empty) and no link: the id cell builds it (see static/)."""
-    rows = []
-    for case in cases:
-        row = {name: value for name, _ in TABLE_COLUMNS
-               if (value := case.get(name)) is not None}
-        row["caveats"] = " ".join(c["code"] for c in case.get("caveats", []))
-        rows.append(row)
-    return rows
+    """The case table as the grid gets it: a 5,000-case view sends every row on each
+    filter change, so rows are small."""
+    return [table_row(case, GRID_DIGITS) for case in cases]
+
+
+def csv_rows(session: Session, report_id: int,
+             shown: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The exact rows of the cases the grid shows, in its order (its numbers are rounded)."""
+    by_id = {c["id"]: c for c in report_data(session, report_id).cases}
+    return [table_row(by_id[row["id"]]) for row in shown if row.get("id") in by_id]
 
 
 def _csv_cell(value: Any) -> Any:

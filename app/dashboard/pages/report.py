@@ -172,7 +172,10 @@ clientside_callback(
           State("report-id", "data"), prevent_initial_call=True)
 def download_csv(_clicks: int, in_view: list[dict[str, Any]] | None,
                  rows: list[dict[str, Any]] | None, report_id: int) -> dict[str, Any]:
-    """The rows in view: the page filters, then the table's own filters and sort."""
-    chosen = in_view if in_view is not None else rows or []
+    """The rows in view: the page filters, then the table's own filters and sort; the
+    values exact, not as the grid rounds them."""
+    shown = in_view if in_view is not None else rows or []
+    with data.session_scope() as session:
+        chosen = data.csv_rows(session, int(report_id), shown)
     return {"content": data.csv_text(chosen), "filename": f"moescope-report-{int(report_id)}.csv",
             "type": "text/csv", "base64": False}
