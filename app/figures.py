@@ -115,8 +115,10 @@ def _bar_marker(key: tuple[str, str]) -> dict[str, Any]:
 
 # A small explicit template: plotly's named templates are deep-copied into every figure,
 # which costs more than building the figure itself.
-_AXIS = {"gridcolor": "#e5e5e5", "zerolinecolor": "#cccccc", "linecolor": "#999999",
-         "automargin": True}
+# No automargin: plotly measures every tick label and redraws until the margins settle,
+# the largest part of drawing a page of charts; the fixed margins fit numeric ticks. Only
+# an axis labelled with case ids asks for it (see _case_axis).
+_AXIS = {"gridcolor": "#e5e5e5", "zerolinecolor": "#cccccc", "linecolor": "#999999"}
 _TEMPLATE: dict[str, Any] = {"layout": {
     "plot_bgcolor": "white", "paper_bgcolor": "white", "font": {"size": 12},
     "xaxis": _AXIS, "yaxis": _AXIS, "colorway": list(_PALETTE),
@@ -151,7 +153,7 @@ def _case_axis(cases: Sequence[Case], **extra: Any) -> dict[str, Any]:
                             "zeroline": False, "showticklabels": len(cases) <= 30}
     if len(cases) <= 30:
         axis.update(tickvals=list(range(len(cases))), ticktext=[text(c["id"]) for c in cases],
-                    tickangle=-40)
+                    tickangle=-40, automargin=True)
     return {**axis, **extra}
 
 
@@ -402,7 +404,8 @@ def routing_spec(cases: Sequence[Case], meta: Meta) -> Spec:
                       "requested imbalance %{customdata[1]}"),
             xaxis="x2", yaxis="y2"))
     y_axis = {"type": "category", "categoryorder": "array", "categoryarray": ids,
-              "autorange": "reversed", "showticklabels": len(cases) <= 30}
+              "autorange": "reversed", "showticklabels": len(cases) <= 30,
+              "automargin": len(cases) <= 30}
     layout = _layout(
         "Routing: rows received per rank, and the observed imbalance", "case",
         height=max(420, min(1400, 14 * len(cases) + 140)),

@@ -39,6 +39,8 @@ import psycopg
 from sqlalchemy import make_url
 
 REPO = Path(__file__).resolve().parent.parent
+# Run as a script, this folder leads sys.path and bench/ingest.py shadows the ingest package.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO / "bench"]
 SYNTHETIC_CASES = 5000
 PAGE_TARGET_S = {"reference": 2.0, "synthetic": 6.0}
 CALLBACK_P95_TARGET_MS = 300.0

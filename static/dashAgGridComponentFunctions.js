@@ -1,10 +1,15 @@
-// Cell renderers for the case table. Values are set as text children (React escapes them);
-// the link target is the row's href, which the server builds from ids it quotes itself.
+// Cell renderers for the case table. Values are set as text children (React escapes them).
 var dagcomponentfuncs = (window.dashAgGridComponentFunctions =
   window.dashAgGridComponentFunctions || {});
 
+// The case page of a row: this page's own report id (digits only) and the case id
+// percent-encoded whole, so no id can leave /reports/<id>/cases/. Built here rather than
+// sent with every row of a large report.
 dagcomponentfuncs.CaseLink = function (props) {
-  return React.createElement("a", { href: props.data.href, className: "case-link" },
+  var report = window.location.pathname.match(/^\/reports\/(\d+)/);
+  var href = report ? "/reports/" + report[1] + "/cases/" +
+    encodeURIComponent(String(props.value)) : undefined;
+  return React.createElement("a", { href: href, className: "case-link" },
     String(props.value));
 };
 

@@ -102,6 +102,80 @@ def test_csv_escapes_formulas_and_keeps_every_row() -> None:
     assert parsed[2][-1] == "oom recompute"
 
 
+def _fake_case(case_id: str, useful: float | None) -> dict[str, Any]:
+    return {"id": case_id, "usefulTFPerGPU": useful}
+
+
+def test_chart_cases_keep_the_highest_useful_throughput_in_view_order() -> None:
+    cases = [_fake_case("e", 5.0), _fake_case("a", None), _fake_case("d", 9.0),
+             _fake_case("c", 7.0), _fake_case("b", 7.0), _fake_case("f", 1.0)]
+    # The top three: d (9), then the tie at 7 broken by id (b before c); view order kept.
+    assert [c["id"] for c in data.chart_cases(cases, cap=3)] == ["d", "c", "b"]
+    assert [c["id"] for c in data.chart_cases(cases, cap=2)] == ["d", "b"]
+    # Unmeasured cases come last: charted only once every measured one is.
+    assert "a" not in [c["id"] for c in data.chart_cases(cases, cap=5)]
+    assert [c["id"] for c in data.chart_cases(cases, cap=6)] == [c["id"] for c in cases]
+    assert data.chart_cases(cases, cap=100) == cases
+
+
+def test_cap_banner_names_both_counts() -> None:
+    assert data.cap_banner(400, 400) == ""
+    assert data.cap_banner(12, 12) == ""
+    assert data.cap_banner(400, 5000) == (
+        "Charts show the 400 cases with the highest useful TFLOP/s of 5000 in view; narrow "
+        "the filters to chart the rest. Caveat counts, the table and the CSV cover all 5000.")
+
+
+def _drawn_ids(spec: dict[str, Any]) -> set[str]:
+    """Every case id a chart draws (hover ids, heatmap rows)."""
+    ids: set[str] = set()
+    for trace in spec["data"]:
+        if trace["type"] == "heatmap":
+            ids.update(trace["y"])
+        else:
+            ids.update(row[0] for row in trace.get("customdata") or [])
+    return ids
+
+
+def test_every_chart_draws_the_same_capped_subset(
+    reference: dict[str, Any], session: Session, reference_id: int
+) -> None:
+    cases = data.view_cases(session, reference_id, CaseFilter())
+    charted = data.chart_cases(cases, cap=10)
+    panels = data.chart_panels(reference["meta"], cases, charted)
+    want = {figures.text(c["id"]) for c in charted}
+    ranked = sorted(cases, key=lambda c: -c["usefulTFPerGPU"])
+    assert want == {figures.text(c["id"]) for c in ranked[:10]}
+    for panel in panels:
+        drawn = _drawn_ids(panel.figure)
+        if panel.key in ("scaling", "intensity"):  # these draw the cases they can place
+            assert drawn and drawn <= want, panel.key
+        else:
+            assert drawn == want, panel.key
+        assert (panel.charted, panel.case_count) == (10, 63)
+        assert panel.caveats == data.caveat_counts(cases)  # caveats cover every case
+
+
+def test_report_view_over_the_cap_shows_the_banner_and_keeps_every_row(
+    reference_id: int, pages: dict[str, ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(data, "CHART_CASE_CAP", 20)
+    report = pages["report"]
+    page = report.layout(str(reference_id))
+    banner = find(page, "report-cap-banner")
+    assert banner.children == data.cap_banner(20, 63) and not banner.hidden
+    assert len(find(page, "report-grid").rowData) == 63
+    graph = find(page, "report-graph-throughput")
+    assert sum(len(t["x"]) for t in graph.figure["data"]) == 20
+    assert "20 of 63 cases in view charted" in texts(find(page, "report-aside-throughput"))
+
+    out = report.refilter([], [], ["bf16"], [], [], [], [], reference_id)
+    named = dict(zip([f"{o.component_id}.{o.component_property}" for o in report.OUTPUTS],
+                     out, strict=True))
+    assert named["report-cap-banner.children"] == ""
+    assert named["report-cap-banner.hidden"] is True  # 18 bf16 cases: all charted
+
+
 def test_change_verdicts() -> None:
     assert data.change(10.0, 11.0, higher_is_better=False).verdict == "regression"
     assert data.change(10.0, 11.0, higher_is_better=True).verdict == "improvement"
@@ -129,7 +203,36 @@ def test_report_view_filters_and_qualifies_every_chart(
     assert all("placementNote" not in [n.key for n in p.notes] for p in bf16_ep8.panels)
     assert bf16_ep8.search == "?ep=8&precision=bf16"
     assert [r["id"] for r in bf16_ep8.rows] == [c["id"] for c in bf16_ep8.cases]
-    assert bf16_ep8.rows[0]["href"] == data.case_href(reference_id, bf16_ep8.cases[0]["id"])
+    first = bf16_ep8.cases[0]
+    row = bf16_ep8.rows[0]
+    assert set(row) == {name for name, _ in data.TABLE_COLUMNS
+                        if first.get(name) is not None}  # no empty field, no link
+    assert row["caveats"] == " ".join(c["code"] for c in first["caveats"])
+    assert row["usefulTFPerGPU"] == pytest.approx(first["usefulTFPerGPU"], rel=1e-5)
+    assert row["id"] == first["id"] and row["ep"] == 8
+
+
+def test_cached_report_follows_appends_and_filters_as_sql_does(
+    session: Session, reference: dict[str, Any]
+) -> None:
+    first = copy.deepcopy(reference)
+    first["cases"] = reference["cases"][:40]
+    rid = ingest(session, first)
+    view = data.report_view(session, rid, CaseFilter())
+    assert len(view.cases) == len(view.rows) == 40 and view.header.case_count == 40
+
+    rest = reference["cases"][40:]
+    report = validate_report({**reference, "cases": rest})
+    reports_repo.append_cases(session, rid, rest, report.cases)
+    session.commit()
+    after = data.report_view(session, rid, CaseFilter())
+    assert after.header.case_count == 63 and after.count_text == "63 of 63 cases in view"
+    assert after.cases == data.view_cases(session, rid, CaseFilter())
+    assert [r["id"] for r in after.rows] == [c["id"] for c in reference["cases"]]
+    for chosen in (CaseFilter(precision=["bf16"]), CaseFilter(mode=["training"], ep=[8, 64]),
+                   CaseFilter(imbalance=[4.0], F=[3072, 6144]), CaseFilter(pipeline=["x"])):
+        assert data.report_view(session, rid, chosen).cases == \
+            data.view_cases(session, rid, chosen), chosen
 
 
 def test_view_cases_are_what_the_api_serves(session: Session, reference_id: int) -> None:
@@ -157,7 +260,7 @@ def test_reports_page_lists_newest_first_and_searches(
 
 
 def test_report_page_and_filter_callback(
-    reference_id: int, pages: dict[str, ModuleType]
+    reference_id: int, reference: dict[str, Any], pages: dict[str, ModuleType]
 ) -> None:
     report = pages["report"]
     page = report.layout(str(reference_id), precision="nvfp4")
@@ -170,12 +273,22 @@ def test_report_page_and_filter_callback(
     values = [[], [], ["bf16"], [], [], [], []]
     out = report.refilter(*values, reference_id)
     assert len(out) == len(report.OUTPUTS)
-    throughput = out[0]
+    named = dict(zip([f"{o.component_id}.{o.component_property}" for o in report.OUTPUTS],
+                     out, strict=True))
+    throughput = named["report-graph-throughput.figure"]
     assert sum(len(t["x"]) for t in throughput["data"]) == 18
-    assert out[-2] == "18 of 63 cases in view"
-    assert out[-1] == "?precision=bf16"
-    assert len(out[-3]) == 18  # table rows
+    assert named["report-count.children"] == "18 of 63 cases in view"
+    assert named["report-search.data"] == "?precision=bf16"
+    assert len(named["report-grid.rowData"]) == 18
+    assert named["report-cap-banner.hidden"] is True  # every case charted: no banner
 
+    # The CSV: the rows the grid shows, in its order, with exact values.
+    shown = list(reversed(named["report-grid.rowData"]))[:5]
+    download = report.download_csv(1, shown, None, reference_id)
+    parsed = list(csv.DictReader(io.StringIO(download["content"])))
+    exact = {c["id"]: c for c in reference["cases"]}
+    assert [r["id"] for r in parsed] == [r["id"] for r in shown]
+    assert all(float(r["usefulTFPerGPU"]) == exact[r["id"]]["usefulTFPerGPU"] for r in parsed)
     assert "Not found" in texts(report.layout("12345"))
     assert "Not found" in texts(report.layout("abc"))
 
@@ -247,6 +360,9 @@ def app_client(settings_env: Callable[..., None], engine: Any) -> Iterator[TestC
 def test_dashboard_is_served_at_the_root_beside_the_api(app_client: TestClient) -> None:
     index = app_client.get("/")
     assert index.status_code == 200 and "_dash-renderer" in index.text
+    # The very first page after start-up already has our assets and the router's script.
+    assert "/assets/dashAgGridComponentFunctions.js" in index.text
+    assert "document.title = data.title" in index.text
     assert app_client.get("/reports/1").status_code == 200
     assert app_client.get("/assets/style.css").status_code == 200
     assert app_client.get("/docs").status_code == 200

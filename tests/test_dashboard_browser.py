@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session
 
 from app import figures
 from app.core.db import engine_for
+from app.dashboard import data
 from app.repository import tokens
 
 pytestmark = pytest.mark.live
@@ -44,6 +45,7 @@ SCREENSHOTS = REPO / "test-output" / "screenshots"
 SCRIPT_NOTE = ("<script>window.__pwned = 1</script>"
                "<img src=x onerror=\"window.__pwned = 2\">")
 WAIT_S = 30
+BIG_CASES = data.CHART_CASE_CAP + 7
 
 # Every chart drawn by plotly, with the number of data points it holds.
 DRAWN = """
@@ -75,7 +77,13 @@ def reports() -> dict[str, Any]:
     head = copy.deepcopy(_REFERENCE)
     head["meta"]["runId"] = "head"
     head["cases"][0]["layerMS"] *= 1.2
-    return {"reference": copy.deepcopy(_REFERENCE), "scripted": scripted, "head": head}
+    big = copy.deepcopy(_REFERENCE)  # just over the chart cap: the banner shows
+    big["meta"]["runId"] = "over-the-cap"
+    base = big["cases"]
+    big["cases"] = [{**copy.deepcopy(base[i % len(base)]),
+                     "id": f"{base[i % len(base)]['id']}-{i}"} for i in range(BIG_CASES)]
+    return {"reference": copy.deepcopy(_REFERENCE), "scripted": scripted, "head": head,
+            "big": big}
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +97,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, reports: dict[str, Any]
             session.commit()
         headers = {"Authorization": f"Bearer {token}"}
         ids = {}
-        for name in ("reference", "scripted", "head"):
+        for name in ("reference", "scripted", "head", "big"):
             response = httpx.post(live.url + "/api/v1/reports", json=reports[name],
                                   headers=headers, timeout=60)
             assert response.status_code == 201, response.text
@@ -177,8 +185,12 @@ def test_reference_report_draws_every_chart(page: Callable[[str], WebDriver],
     assert set(charts) == {f"report-graph-{c.key}" for c in figures.CHARTS}
     assert all(points > 0 for points in charts.values()), charts
     assert driver.find_element(By.ID, "report-count").text == "63 of 63 cases in view"
-    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".ag-row a.case-link"),
-             "case table rows")
+    links = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR,
+                                                        ".ag-row a.case-link"),
+                     "case table rows")
+    rid = server[1]["reference"]
+    assert {a.get_attribute("href") for a in links} <= {
+        server[0].url + data.case_href(rid, c["id"]) for c in _REFERENCE["cases"]}
     notes = driver.find_element(By.ID, "report-notes").text
     assert "peakNote" in notes and "placementNote" in notes
     shot(driver, "report")
@@ -243,3 +255,18 @@ def test_script_bearing_notes_run_nothing(page: Callable[[str], WebDriver],
     assert driver.execute_script("return window.__pwned") is None
     assert driver.find_elements(By.CSS_SELECTOR, "img[src=x]") == []
     shot(driver, "report-script-notes")
+
+
+def test_a_report_over_the_chart_cap_says_so(page: Callable[[str], WebDriver],
+                                             server: tuple[LiveServer, dict[str, int]]) -> None:
+    driver = page(f"/reports/{server[1]['big']}")
+    charts = wait_for_charts(driver, len(figures.CHARTS))
+    assert charts["report-graph-throughput"] == data.CHART_CASE_CAP
+    # The routing chart: a heatmap row and an imbalance point per charted case.
+    assert charts["report-graph-routing"] == 2 * data.CHART_CASE_CAP
+    banner = driver.find_element(By.ID, "report-cap-banner")
+    assert banner.is_displayed()
+    assert banner.text == data.cap_banner(data.CHART_CASE_CAP, BIG_CASES)
+    assert driver.find_element(By.ID, "report-count").text == \
+        f"{BIG_CASES} of {BIG_CASES} cases in view"
+    shot(driver, "report-over-the-cap")

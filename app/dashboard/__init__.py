@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import Any
 
 import dash
 import plotly.io.json
@@ -39,4 +43,21 @@ def mount_dashboard(server: FastAPI) -> Dash:
         ], className="topbar"),
         html.Main(dash.page_container, className="content"),
     ])
+    _set_up_now(dash_app)
     return dash_app
+
+
+def _set_up_now(dash_app: Dash) -> None:
+    """Run Dash's first-request set-up at start-up. Its FastAPI backend reads static/ and
+    registers the pages router's callbacks on the first /_dash-* request, after the first
+    page's HTML has gone out without them: the case table had no links and the browser
+    logged an error on the first load after every start."""
+    hooks = dash_app.backend._before_request_funcs  # type: ignore[attr-defined]  # no public way
+    for hook in list(hooks):
+        result = hook()
+        if inspect.isawaitable(result):
+            asyncio.run(_wait(result))
+
+
+async def _wait(awaitable: Awaitable[Any]) -> None:
+    await awaitable

@@ -7,9 +7,12 @@ Queries go through the repositories and derived metrics come from the stored col
 from __future__ import annotations
 
 import csv
+import gc
+import heapq
 import io
 import json
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -139,7 +142,10 @@ class ReportHeader:
 
 
 def report_header(session: Session, report_id: int) -> ReportHeader:
-    row = reports_repo.get_report(session, report_id)
+    return _header(reports_repo.get_report(session, report_id))
+
+
+def _header(row: Any) -> ReportHeader:
     meta = row.meta
     peaks = [(f"{name} dense", f"{value:g} TFLOP/s per GPU")
              for name, value in (meta.get("theoreticalTFPerGPU") or {}).items()]
@@ -155,6 +161,57 @@ def report_header(session: Session, report_id: int) -> ReportHeader:
 
 def report_meta(session: Session, report_id: int) -> dict[str, Any]:
     return dict(reports_repo.get_report(session, report_id).meta)
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """One report as the report page reads it: every case (as the API's case_out gives
+    it, in report order), its table row, the filter options. Shared by every view of the
+    report in this process: read-only."""
+
+    header: ReportHeader
+    meta: dict[str, Any]
+    cases: list[Case]
+    rows: list[dict[str, Any]]  # the table row of each case, aligned with ``cases``
+    facets: dict[str, list[Any]]
+
+
+# A filter change must not re-read and re-decode every case of a large report: the last
+# few reports viewed stay in memory, each under its version (see report_version), so an
+# append (or a report deleted and another stored) is never served stale.
+REPORT_CACHE_SIZE = 4
+_report_cache: OrderedDict[tuple[Any, ...], ReportData] = OrderedDict()
+_report_cache_lock = threading.Lock()
+
+
+def report_data(session: Session, report_id: int) -> ReportData:
+    key = (str(session.get_bind().engine.url), report_id,
+           *reports_repo.report_version(session, report_id))
+    with _report_cache_lock:
+        hit = _report_cache.get(key)
+        if hit is not None:
+            _report_cache.move_to_end(key)
+            return hit
+    # Read outside the lock: another report's views need not wait for this one.
+    row = reports_repo.get_report(session, report_id)
+    cases = [case_dict(d.payload, d.derived, d.caveats)
+             for d in cases_repo.case_documents(session, report_id)]
+    loaded = ReportData(header=_header(row), meta=dict(row.meta), cases=cases,
+                        rows=table_rows(cases),
+                        facets=cases_repo.facets(session, report_id))
+    if not key[-1] == loaded.header.case_count == len(cases):
+        return loaded  # an append landed between our reads: serve it, cache nothing
+    with _report_cache_lock:
+        _report_cache[key] = loaded
+        while len(_report_cache) > REPORT_CACHE_SIZE:
+            _report_cache.popitem(last=False)
+    # A large report is millions of long-lived objects, which every full garbage collection
+    # would walk again (300 ms pauses in filter callbacks): move what lives now out of the
+    # collector's sight. Frozen objects are still freed by reference counting on eviction;
+    # collecting first leaves no cyclic garbage frozen.
+    gc.collect()
+    gc.freeze()
+    return loaded
 
 
 def facets(session: Session, report_id: int) -> dict[str, list[Any]]:
@@ -175,29 +232,65 @@ def caveat_counts(cases: Sequence[Case]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+# Plotly draws every point of a per-case chart as an SVG element; past a few hundred cases
+# the browser spends seconds drawing what nobody can read. bench/dashboard.py, 2 cores: the
+# 5,000-case page drew in 44 s uncapped and in 3.9 s with 400 (the 63-case page: 2.6 s).
+CHART_CASE_CAP = 400
+
+
+def _ranking(case: Case) -> tuple[bool, float, str]:
+    useful = case.get("usefulTFPerGPU")
+    return useful is None, -(useful or 0.0), str(case["id"])
+
+
+def chart_cases(cases: Sequence[Case], cap: int | None = None) -> list[Case]:
+    """The cases every per-case chart draws: all of them up to ``cap`` (CHART_CASE_CAP by
+    default); past it, the ``cap`` cases with the highest useful TFLOP/s per GPU
+    (unmeasured last, ties by case id), kept in view order. One subset for every chart,
+    so a case is on all of them or on none."""
+    cap = CHART_CASE_CAP if cap is None else cap
+    if len(cases) <= cap:
+        return list(cases)
+    kept = {id(c) for c in heapq.nsmallest(cap, cases, key=_ranking)}
+    return [c for c in cases if id(c) in kept]
+
+
+def cap_banner(charted: int, in_view: int) -> str:
+    """The notice above the charts when the cap applies ('' when every case is charted)."""
+    if charted >= in_view:
+        return ""
+    return (f"Charts show the {charted} cases with the highest useful TFLOP/s of {in_view} "
+            "in view; narrow the filters to chart the rest. Caveat counts, the table and the "
+            f"CSV cover all {in_view}.")
+
+
 @dataclass
 class ChartPanel:
     key: str
     title: str
     figure: figures.Spec  # plain plotly data: dcc.Graph takes it as is
     notes: list[ReportNote]
-    caveats: dict[str, int]
-    case_count: int
+    caveats: dict[str, int]  # over every case in view, charted or not
+    case_count: int  # cases in view
+    charted: int  # cases the chart draws (at most CHART_CASE_CAP)
 
 
-def chart_panels(meta: Mapping[str, Any], cases: Sequence[Case]) -> list[ChartPanel]:
-    """The nine charts of the view, each with the notes that qualify it and the caveat
-    counts of the cases it draws."""
+def chart_panels(meta: Mapping[str, Any], cases: Sequence[Case],
+                 charted: Sequence[Case] | None = None) -> list[ChartPanel]:
+    """The nine charts of the view, each drawing ``charted`` (by default
+    ``chart_cases(cases)``), with the notes that qualify it and the caveat counts of all
+    the cases in view."""
+    drawn = chart_cases(cases) if charted is None else list(charted)
     notes = {n.key: n for n in report_notes(meta)}
-    several_eps = len({c["ep"] for c in cases}) > 1
+    several_eps = len({c["ep"] for c in drawn}) > 1
     counts = caveat_counts(cases)
     panels = []
     for chart in figures.CHARTS:
         keys = list(chart.notes) + (["placementNote"] if several_eps else [])
         panels.append(ChartPanel(
-            key=chart.key, title=chart.title, figure=chart.spec(cases, dict(meta)),
+            key=chart.key, title=chart.title, figure=chart.spec(drawn, dict(meta)),
             notes=[notes[k] for k in keys if k in notes], caveats=counts,
-            case_count=len(cases),
+            case_count=len(cases), charted=len(drawn),
         ))
     return panels
 
@@ -209,13 +302,19 @@ class ReportView:
     header: ReportHeader
     meta: dict[str, Any]
     filters: CaseFilter
-    cases: list[Case]
+    cases: list[Case]  # every case in view
+    charted: list[Case]  # the ones the charts draw
     panels: list[ChartPanel]
     rows: list[dict[str, Any]]
+    facets: dict[str, list[Any]]
 
     @property
     def count_text(self) -> str:
         return f"{len(self.cases)} of {self.header.case_count} cases in view"
+
+    @property
+    def banner(self) -> str:
+        return cap_banner(len(self.charted), len(self.cases))
 
     @property
     def search(self) -> str:
@@ -223,11 +322,13 @@ class ReportView:
 
 
 def report_view(session: Session, report_id: int, filters: CaseFilter) -> ReportView:
-    head = report_header(session, report_id)
-    meta = report_meta(session, report_id)
-    cases = view_cases(session, report_id, filters)
-    return ReportView(header=head, meta=meta, filters=filters, cases=cases,
-                      panels=chart_panels(meta, cases), rows=table_rows(report_id, cases))
+    report = report_data(session, report_id)
+    picked = filters.passing(report.cases)
+    cases = [report.cases[i] for i in picked]
+    charted = chart_cases(cases)
+    return ReportView(header=report.header, meta=report.meta, filters=filters, cases=cases,
+                      charted=charted, panels=chart_panels(report.meta, cases, charted),
+                      rows=[report.rows[i] for i in picked], facets=report.facets)
 
 
 TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -243,15 +344,38 @@ TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-def table_rows(report_id: int, cases: Sequence[Case]) -> list[dict[str, Any]]:
-    """The case table: one flat row per case; caveats as their codes."""
-    rows = []
-    for case in cases:
-        row = {name: case.get(name) for name, _ in TABLE_COLUMNS}
-        row["caveats"] = " ".join(c["code"] for c in case.get("caveats", []))
-        row["href"] = case_href(report_id, str(case["id"]))
-        rows.append(row)
-    return rows
+# The grid shows 4 significant digits; 6 keep its sorting and filtering exact enough and
+# make a 5,000-row update a third smaller. The CSV takes the exact values (csv_rows).
+GRID_DIGITS = 6
+
+
+def table_row(case: Case, digits: int | None = None) -> dict[str, Any]:
+    """A case's table row, floats rounded to ``digits`` significant digits (or exact); no
+    empty field (the grid and the CSV read a missing one as empty) and no link: the id
+    cell builds it (see static/)."""
+    row = {name: _rounded(value, digits) for name, _ in TABLE_COLUMNS
+           if (value := case.get(name)) is not None}
+    row["caveats"] = " ".join(c["code"] for c in case.get("caveats", []))
+    return row
+
+
+def _rounded(value: Any, digits: int | None) -> Any:
+    if digits is None or not isinstance(value, float):
+        return value
+    return float(f"{value:.{digits}g}")
+
+
+def table_rows(cases: Sequence[Case]) -> list[dict[str, Any]]:
+    """The case table as the grid gets it: a 5,000-case view sends every row on each
+    filter change, so rows are small."""
+    return [table_row(case, GRID_DIGITS) for case in cases]
+
+
+def csv_rows(session: Session, report_id: int,
+             shown: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The exact rows of the cases the grid shows, in its order (its numbers are rounded)."""
+    by_id = {c["id"]: c for c in report_data(session, report_id).cases}
+    return [table_row(by_id[row["id"]]) for row in shown if row.get("id") in by_id]
 
 
 def _csv_cell(value: Any) -> Any:

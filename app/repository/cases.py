@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from sqlalchemy import ColumnElement, func, select
@@ -73,6 +74,13 @@ class CaseFilter:
             (CaseRow.imbalance, self.imbalance),
         ]
         return [column.in_(values) for column, values in pairs if values]
+
+    def passing(self, cases: Sequence[Mapping[str, Any]]) -> list[int]:
+        """The positions of the cases (wire field names) that pass, as ``conditions``
+        decide in SQL."""
+        active = [(f.name, values) for f in fields(self) if (values := getattr(self, f.name))]
+        return [i for i, case in enumerate(cases)
+                if all(case.get(name) in values for name, values in active)]
 
 
 # The array columns repeat what ``payload`` holds (they exist for SQL); decoding them again

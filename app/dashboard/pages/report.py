@@ -62,8 +62,10 @@ def filter_controls(options: dict[str, list[Any]], chosen: CaseFilter) -> html.D
 
 
 def chart_aside(panel: data.ChartPanel) -> list[Any]:
+    drawn = (f"{panel.case_count} case(s) in view" if panel.charted == panel.case_count
+             else f"{panel.charted} of {panel.case_count} cases in view charted")
     return [
-        html.Div(f"{panel.case_count} case(s) in view", className="muted"),
+        html.Div(drawn, className="muted"),
         html.H4("Qualifying notes"),
         *([note_block(n) for n in panel.notes]
           or [html.Div("no report note qualifies this chart", className="muted")]),
@@ -109,7 +111,6 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
             if rid is None:
                 raise NotFound(f"report {report_id} does not exist")
             view = data.report_view(session, rid, data.filters_from_query(query))
-            options = data.facets(session, rid)
         except NotFound as exc:
             return not_found(exc.detail)
     return html.Div([
@@ -117,8 +118,10 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         dcc.Store(id="report-search", data=view.search),
         dcc.Store(id="report-search-applied"),
         header(view.header),
-        filter_controls(options, view.filters),
+        filter_controls(view.facets, view.filters),
         html.Div(view.count_text, id="report-count", className="count"),
+        html.Div(view.banner, id="report-cap-banner", className="cap-banner",
+                 hidden=not view.banner),
         html.Div(chart_rows(view.panels), id="report-charts"),
         html.Section([html.H2("Report notes"),
                       *[note_block(n) for n in report_notes(view.meta)]],
@@ -135,6 +138,7 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
 OUTPUTS = [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS] + [
     Output(f"report-aside-{c.key}", "children") for c in figures.CHARTS] + [
     Output("report-grid", "rowData"), Output("report-count", "children"),
+    Output("report-cap-banner", "children"), Output("report-cap-banner", "hidden"),
     Output("report-search", "data"),
 ]
 
@@ -147,7 +151,7 @@ def refilter(*args: Any) -> list[Any]:
     with data.session_scope() as session:
         view = data.report_view(session, report_id, data.filters_from_controls(values))
     return [*[p.figure for p in view.panels], *[chart_aside(p) for p in view.panels],
-            view.rows, view.count_text, view.search]
+            view.rows, view.count_text, view.banner, not view.banner, view.search]
 
 
 # The view's filters go into the address bar without a page reload, so a view can be
@@ -168,7 +172,10 @@ clientside_callback(
           State("report-id", "data"), prevent_initial_call=True)
 def download_csv(_clicks: int, in_view: list[dict[str, Any]] | None,
                  rows: list[dict[str, Any]] | None, report_id: int) -> dict[str, Any]:
-    """The rows in view: the page filters, then the table's own filters and sort."""
-    chosen = in_view if in_view is not None else rows or []
+    """The rows in view: the page filters, then the table's own filters and sort; the
+    values exact, not as the grid rounds them."""
+    shown = in_view if in_view is not None else rows or []
+    with data.session_scope() as session:
+        chosen = data.csv_rows(session, int(report_id), shown)
     return {"content": data.csv_text(chosen), "filename": f"moescope-report-{int(report_id)}.csv",
             "type": "text/csv", "base64": False}
