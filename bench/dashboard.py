@@ -21,22 +21,16 @@ import argparse
 import copy
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
-from sqlalchemy import make_url
 
 REPO = Path(__file__).resolve().parent.parent
 # Run as a script, this folder leads sys.path and bench/ingest.py shadows the ingest package.
@@ -56,60 +50,6 @@ function check() {
 }
 check();
 """
-
-
-def libpq(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-@contextmanager
-def scratch_database(admin_url: str) -> Iterator[str]:
-    name = f"moescope_bench_dash_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(libpq(admin_url), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(libpq(admin_url), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def serve(database_url: str, log: Path) -> Iterator[str]:
-    port = free_port()
-    env = {**os.environ, "MOESCOPE_DATABASE_URL": database_url}
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(port),
-             "--log-level", "warning"], stdout=out, stderr=subprocess.STDOUT, env=env,
-            cwd=REPO)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"server exited:\n{log.read_text()}")
-            try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        else:
-            raise RuntimeError("server did not start")
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def reference_report() -> dict[str, Any]:
@@ -244,10 +184,13 @@ def main() -> int:
     parser.add_argument("--loads", type=int, default=5, help="page loads per report")
     parser.add_argument("--cases", type=int, default=SYNTHETIC_CASES)
     args = parser.parse_args()
+    from app.testing import scratch_postgres_database, serve_process
+
     admin = os.environ.get("MOESCOPE_BENCH_POSTGRES_URL",
                            "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     failures = 0
-    with scratch_database(admin) as url, tempfile.TemporaryDirectory() as tmp:
+    with scratch_postgres_database(admin, prefix="moescope_bench_dash") as url, \
+            tempfile.TemporaryDirectory() as tmp:
         os.environ["MOESCOPE_DATABASE_URL"] = url
         from app.main import create_app
         from db.migrate import upgrade
@@ -256,7 +199,8 @@ def main() -> int:
         ids = {"reference": ingest(url, reference_report()),
                "synthetic": ingest(url, synthetic_report(args.cases))}
         create_app()  # the Dash app must exist before its pages import
-        with serve(url, Path(tmp) / "server.log") as base:
+        with serve_process(url, Path(tmp) / "server.log") as server:
+            base = server.url
             print(f"server {base} on Postgres; synthetic report: {args.cases} cases")
             for name, rid in ids.items():
                 draws = page_draw_times(base, rid, args.loads)

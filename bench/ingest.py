@@ -23,10 +23,9 @@ import json
 import os
 import queue
 import random
-import socket
 import statistics
-import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -37,8 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
-from sqlalchemy import Engine, create_engine, insert, make_url, select, text
+from sqlalchemy import Engine, create_engine, insert, select, text
 from sqlalchemy.orm import Session
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,6 +46,7 @@ from app.cli import reference_report_text  # noqa: E402
 from app.models import Base, utcnow  # noqa: E402
 from app.repository import reports as reports_repo  # noqa: E402
 from app.repository import tokens  # noqa: E402
+from app.testing import scratch_postgres_database, serve_process  # noqa: E402
 from db.migrate import upgrade  # noqa: E402
 from ingest.validate import validate_report  # noqa: E402
 
@@ -95,10 +94,6 @@ def synthetic_reports(n: int, n_cases: int, seed: int) -> list[dict[str, Any]]:
 # --- database and server ------------------------------------------------------------------
 
 
-def _libpq(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
 @contextmanager
 def bench_database() -> Iterator[str]:
     given = os.environ.get("MOESCOPE_BENCH_POSTGRES_URL")
@@ -108,15 +103,8 @@ def bench_database() -> Iterator[str]:
     server = os.environ.get(
         "MOESCOPE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
     )
-    name = f"moescope_bench_{uuid.uuid4().hex[:10]}"
-    admin = _libpq(make_url(server).set(database="postgres").render_as_string(False))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(server).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_postgres_database(server, prefix="moescope_bench") as url:
+        yield url
 
 
 def empty_tables(engine: Engine) -> None:
@@ -138,37 +126,10 @@ def ingest_token(database_url: str) -> str:
 
 @contextmanager
 def serve(database_url: str, workers: int) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "MOESCOPE_DATABASE_URL": database_url}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--workers",
-         str(workers), "--log-level", "warning"],
-        cwd=REPO, env=env,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise SystemExit(f"server exited with {process.returncode}")
-            try:
-                if httpx.get(url + "/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit("server not ready after 60 s")
-            time.sleep(0.2)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with tempfile.TemporaryDirectory() as tmp, serve_process(
+        database_url, Path(tmp) / "server.log", "--workers", str(workers), ready_path="/readyz"
+    ) as server:
+        yield server.url
 
 
 # --- measurements -------------------------------------------------------------------------

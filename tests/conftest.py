@@ -9,22 +9,16 @@ from __future__ import annotations
 import copy
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, make_url, text
+from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
 from app.cli import reference_report_text
@@ -33,13 +27,19 @@ from app.core.db import engine_for
 from app.main import create_app
 from app.models import Base
 from app.repository import tokens
+from app.testing import (
+    ServerProcess,
+    free_port,
+    libpq_url,
+    scratch_postgres_database,
+    serve_process,
+)
 from db.migrate import upgrade
 
 POSTGRES_URL = os.environ.get(
     "MOESCOPE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-REPO = Path(__file__).resolve().parent.parent
 
 
 def postgres_reachable() -> str | None:
@@ -49,10 +49,6 @@ def postgres_reachable() -> str | None:
             return None
     except psycopg.Error as exc:
         return f"Postgres at {POSTGRES_URL} unreachable: {exc}"
-
-
-def libpq_url(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def require_postgres() -> None:
@@ -149,42 +145,8 @@ def reference() -> dict[str, Any]:
     return copy.deepcopy(_REFERENCE)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class LiveServer:
-    url: str
-    database_url: str
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def token(self, scope: str) -> str:
-        out = subprocess.run(
-            [sys.executable, "-m", "app.cli", "token", "create", f"live-{scope}",
-             "--scope", scope, "--database-url", self.database_url],
-            check=True, capture_output=True, text=True, cwd=REPO,
-        )
-        return out.stdout.strip().splitlines()[-1]
-
-
-def wait_until_up(
-    url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 60
-) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"server not up after {timeout} s:\n{log.read_text()}")
+# A live server is ``app.testing.serve_process``, the same one the benchmarks start.
+LiveServer = ServerProcess
 
 
 @contextmanager
@@ -193,37 +155,14 @@ def live_server(database_url: str, tmp: Path, *extra_args: str,
                 ) -> Iterator[LiveServer]:
     """A real ``moescope serve`` process on a free port (or ``port``, to restart one)."""
     port = port or free_port()
-    log = tmp / f"server-{port}.log"
-    full_env = {**os.environ, "MOESCOPE_DATABASE_URL": database_url, **(env or {})}
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(port),
-             "--log-level", "warning", *extra_args],
-            stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=REPO,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_up(url, process, log)
-        yield LiveServer(url, database_url, process, log)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with serve_process(database_url, tmp / f"server-{port}.log", *extra_args, env=env,
+                       port=port) as server:
+        yield server
 
 
 @contextmanager
 def fresh_postgres_database() -> Iterator[str]:
     """A new, empty Postgres database (for live servers, which must see committed rows)."""
     require_postgres()
-    name = f"moescope_t_{uuid.uuid4().hex[:12]}"
-    admin = make_url(POSTGRES_URL).set(database="postgres")
-    with psycopg.connect(libpq_url(admin.render_as_string(False)), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(libpq_url(admin.render_as_string(False)), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_postgres_database(POSTGRES_URL) as url:
+        yield url

@@ -18,7 +18,6 @@ import pytest
 from conftest import (
     _REFERENCE,
     IN_CI,
-    REPO,
     LiveServer,
     fresh_postgres_database,
     live_server,
@@ -36,6 +35,7 @@ from app import figures
 from app.core.db import engine_for
 from app.dashboard import data
 from app.repository import tokens
+from app.testing import REPO
 
 pytestmark = pytest.mark.live
 

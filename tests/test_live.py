@@ -25,13 +25,14 @@ import httpx
 import psycopg
 import pytest
 from conftest import (
-    REPO,
     LiveServer,
     free_port,
     fresh_postgres_database,
     libpq_url,
     live_server,
 )
+
+from app.testing import REPO
 
 pytestmark = pytest.mark.live
 

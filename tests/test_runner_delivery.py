@@ -12,8 +12,9 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import REPO, LiveServer, free_port, live_server
+from conftest import LiveServer, free_port, live_server
 
+from app.testing import REPO
 from runner.client import Client, DeliveryError, Sender, flush_spool
 from runner.spool import Spool, SpoolFull, run_folder
 

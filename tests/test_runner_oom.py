@@ -12,8 +12,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import REPO, live_server
+from conftest import live_server
 
+from app.testing import REPO
 from ingest.validate import validate_report
 from runner.model import CaseSpec
 from runner.oom import INJECT_ENV

@@ -16,8 +16,9 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import REPO, live_server
+from conftest import live_server
 
+from app.testing import REPO
 from ingest.schema import Case
 from ingest.validate import validate_report
 from runner.execute import ERROR_BOUNDS
