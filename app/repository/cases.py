@@ -13,6 +13,16 @@ from sqlalchemy.orm import InstrumentedAttribute, Session, defer
 from app.core.errors import NotFound
 from app.models import CaseRow, CaveatRow, ReportRow
 
+# Derived field name -> column (DESIGN.md), computed at ingest.
+DERIVED: dict[str, InstrumentedAttribute[Any]] = {
+    "percentOfPeak": CaseRow.percent_of_peak,
+    "hbmPercentOfPeak": CaseRow.hbm_percent_of_peak,
+    "nvlinkTXPercentOfPeak": CaseRow.nvlink_tx_percent_of_peak,
+    "nvlinkRXPercentOfPeak": CaseRow.nvlink_rx_percent_of_peak,
+    "windowSpreadPercent": CaseRow.window_spread_percent,
+    "observedImbalance": CaseRow.observed_imbalance,
+}
+
 # Wire (and derived) field name -> column, for sorting. The API accepts these names.
 SORTABLE: dict[str, InstrumentedAttribute[Any]] = {
     "position": CaseRow.position,
@@ -42,12 +52,7 @@ SORTABLE: dict[str, InstrumentedAttribute[Any]] = {
     "capacityRows": CaseRow.capacity_rows,
     "logicalForwardPayloadBytesRank0": CaseRow.logical_forward_payload_bytes_rank0,
     "forwardFlopsPerLogicalPayloadByteRank0": CaseRow.forward_flops_per_logical_payload_byte_rank0,
-    "percentOfPeak": CaseRow.percent_of_peak,
-    "hbmPercentOfPeak": CaseRow.hbm_percent_of_peak,
-    "nvlinkTXPercentOfPeak": CaseRow.nvlink_tx_percent_of_peak,
-    "nvlinkRXPercentOfPeak": CaseRow.nvlink_rx_percent_of_peak,
-    "windowSpreadPercent": CaseRow.window_spread_percent,
-    "observedImbalance": CaseRow.observed_imbalance,
+    **DERIVED,
 }
 
 
@@ -127,14 +132,6 @@ def list_cases(
     return rows, int(total)
 
 
-DERIVED: dict[str, InstrumentedAttribute[Any]] = {
-    "percentOfPeak": CaseRow.percent_of_peak,
-    "hbmPercentOfPeak": CaseRow.hbm_percent_of_peak,
-    "nvlinkTXPercentOfPeak": CaseRow.nvlink_tx_percent_of_peak,
-    "nvlinkRXPercentOfPeak": CaseRow.nvlink_rx_percent_of_peak,
-    "windowSpreadPercent": CaseRow.window_spread_percent,
-    "observedImbalance": CaseRow.observed_imbalance,
-}
 
 
 @dataclass(frozen=True)
