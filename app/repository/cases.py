@@ -132,8 +132,6 @@ def list_cases(
     return rows, int(total)
 
 
-
-
 @dataclass(frozen=True)
 class CaseDocument:
     """A case as posted, its derived fields and its caveats (code, message)."""
