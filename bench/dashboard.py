@@ -243,6 +243,8 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=50, help="callback calls per series")
     parser.add_argument("--loads", type=int, default=5, help="page loads per report")
     parser.add_argument("--cases", type=int, default=SYNTHETIC_CASES)
+    parser.add_argument("--only", choices=("reference", "synthetic"),
+                        help="measure one report only (quicker while iterating)")
     args = parser.parse_args()
     admin = os.environ.get("MOESCOPE_BENCH_POSTGRES_URL",
                            "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
@@ -253,8 +255,11 @@ def main() -> int:
         from db.migrate import upgrade
 
         upgrade(url)
-        ids = {"reference": ingest(url, reference_report()),
-               "synthetic": ingest(url, synthetic_report(args.cases))}
+        ids = {}
+        if args.only in (None, "reference"):
+            ids["reference"] = ingest(url, reference_report())
+        if args.only in (None, "synthetic"):
+            ids["synthetic"] = ingest(url, synthetic_report(args.cases))
         create_app()  # the Dash app must exist before its pages import
         with serve(url, Path(tmp) / "server.log") as base:
             print(f"server {base} on Postgres; synthetic report: {args.cases} cases")

@@ -268,6 +268,14 @@ def test_report_page_and_filter_callback(
     assert find(page, "report-filter-precision").value == ["nvfp4"]
     graph = find(page, "report-graph-throughput")
     assert sum(len(t["x"]) for t in graph.figure["data"]) == 9
+    # One legend for the page, of the styles in view; none on the charts.
+    legend = texts(find(page, "report-legend"))
+    assert "nvfp4" in legend and "bf16" not in legend
+    pipelines = {c["pipeline"] for c in reference["cases"]}
+    shown = {c["pipeline"] for c in reference["cases"] if c["precision"] == "nvfp4"}
+    assert shown and shown <= set(legend) and not (pipelines - shown) & set(legend)
+    for chart in figures.CHARTS:
+        assert find(page, f"report-graph-{chart.key}").figure["layout"]["showlegend"] is False
     assert find(page, "report-json-link").href == f"/api/v1/reports/{reference_id}/report.json"
 
     values = [[], [], ["bf16"], [], [], [], []]
@@ -281,6 +289,8 @@ def test_report_page_and_filter_callback(
     assert named["report-search.data"] == "?precision=bf16"
     assert len(named["report-grid.rowData"]) == 18
     assert named["report-cap-banner.hidden"] is True  # every case charted: no banner
+    legend = texts(named["report-legend.children"])
+    assert "bf16" in legend and "nvfp4" not in legend
 
     # The CSV: the rows the grid shows, in its order, with exact values.
     shown = list(reversed(named["report-grid.rowData"]))[:5]

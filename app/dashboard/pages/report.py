@@ -18,6 +18,7 @@ from app.dashboard.components import (
     not_found,
     note_block,
     parse_report_id,
+    style_legend,
     table,
 )
 from app.repository.cases import CaseFilter
@@ -122,6 +123,7 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         html.Div(view.count_text, id="report-count", className="count"),
         html.Div(view.banner, id="report-cap-banner", className="cap-banner",
                  hidden=not view.banner),
+        html.Div(style_legend(view.charted), id="report-legend", className="style-legend"),
         html.Div(chart_rows(view.panels), id="report-charts"),
         html.Section([html.H2("Report notes"),
                       *[note_block(n) for n in report_notes(view.meta)]],
@@ -139,7 +141,7 @@ OUTPUTS = [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS] + 
     Output(f"report-aside-{c.key}", "children") for c in figures.CHARTS] + [
     Output("report-grid", "rowData"), Output("report-count", "children"),
     Output("report-cap-banner", "children"), Output("report-cap-banner", "hidden"),
-    Output("report-search", "data"),
+    Output("report-search", "data"), Output("report-legend", "children"),
 ]
 
 
@@ -151,7 +153,8 @@ def refilter(*args: Any) -> list[Any]:
     with data.session_scope() as session:
         view = data.report_view(session, report_id, data.filters_from_controls(values))
     return [*[p.figure for p in view.panels], *[chart_aside(p) for p in view.panels],
-            view.rows, view.count_text, view.banner, not view.banner, view.search]
+            view.rows, view.count_text, view.banner, not view.banner, view.search,
+            style_legend(view.charted)]
 
 
 # The view's filters go into the address bar without a page reload, so a view can be
