@@ -164,7 +164,7 @@ def test_report_view_over_the_cap_shows_the_banner_and_keeps_every_row(
     page = report.layout(str(reference_id))
     banner = find(page, "report-cap-banner")
     assert banner.children == data.cap_banner(20, 63) and not banner.hidden
-    assert len(find(page, "report-grid").rowData) == 63
+    assert len(find(page, "report-rows").data) == 63
     graph = find(page, "report-graph-throughput")
     assert sum(len(t["x"]) for t in graph.figure["data"]) == 20
     assert "20 of 63 cases in view charted" in texts(find(page, "report-aside-throughput"))
@@ -287,13 +287,13 @@ def test_report_page_and_filter_callback(
     assert sum(len(t["x"]) for t in throughput["data"]) == 18
     assert named["report-count.children"] == "18 of 63 cases in view"
     assert named["report-search.data"] == "?precision=bf16"
-    assert len(named["report-grid.rowData"]) == 18
+    assert len(named["report-rows.data"]) == 18
     assert named["report-cap-banner.hidden"] is True  # every case charted: no banner
     legend = texts(named["report-legend.children"])
     assert "bf16" in legend and "nvfp4" not in legend
 
     # The CSV: the rows the grid shows, in its order, with exact values.
-    shown = list(reversed(named["report-grid.rowData"]))[:5]
+    shown = list(reversed(named["report-rows.data"]))[:5]
     download = report.download_csv(1, shown, None, reference_id)
     parsed = list(csv.DictReader(io.StringIO(download["content"])))
     exact = {c["id"]: c for c in reference["cases"]}
