@@ -118,7 +118,10 @@ def _bar_marker(key: tuple[str, str]) -> dict[str, Any]:
 # No automargin: plotly measures every tick label and redraws until the margins settle,
 # the largest part of drawing a page of charts; the fixed margins fit numeric ticks. Only
 # an axis labelled with case ids asks for it (see _case_axis).
-_AXIS = {"gridcolor": "#e5e5e5", "zerolinecolor": "#cccccc", "linecolor": "#999999"}
+# ticklabeloverflow "allow": otherwise plotly measures each tick label after drawing it
+# to hide those past the figure's edge, a forced page layout per label.
+_AXIS = {"gridcolor": "#e5e5e5", "zerolinecolor": "#cccccc", "linecolor": "#999999",
+         "ticklabeloverflow": "allow"}
 _TEMPLATE: dict[str, Any] = {"layout": {
     "plot_bgcolor": "white", "paper_bgcolor": "white", "font": {"size": 12},
     "xaxis": _AXIS, "yaxis": _AXIS, "colorway": list(_PALETTE),
@@ -393,7 +396,7 @@ def routing_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     data: list[Trace] = [{
         "type": "heatmap", "z": z, "x": list(range(ranks)), "y": ids, "name": "received rows",
         "colorscale": "Viridis", "hoverongaps": False, "xaxis": "x", "yaxis": "y",
-        "colorbar": {"title": _title("rows"), "x": 0.74},
+        "colorbar": {"title": _title("rows"), "x": 0.74, "ticklabeloverflow": "allow"},
         "hovertemplate": "<b>%{y}</b><br>rank %{x}: %{z} rows received<extra></extra>",
     }]
     for key, group in _grouped(cases).items():
@@ -432,22 +435,39 @@ def matching_series(cases: Sequence[Case], vary: str) -> list[list[Case]]:
 
 
 def scaling_spec(cases: Sequence[Case], meta: Meta) -> Spec:
-    """8. Throughput against F and against EP, each line one matching configuration."""
+    """8. Throughput against F and against EP, each line one matching configuration.
+
+    One trace per style and axis, its configurations' lines separated by gaps (``None``),
+    not one trace per configuration: plotly's drawing time grows with the trace count."""
     data: list[Trace] = []
     shown: set[str] = set()
     for axis, vary in (("", "F"), ("2", "ep")):
+        lines: dict[tuple[str, str], list[list[Case]]] = defaultdict(list)
         for series in matching_series(cases, vary):
-            key = _series_key(series[0])
+            lines[_series_key(series[0])].append(series)
+        for key, styled in lines.items():
             name = _series_name(key)
-            fixed = ", ".join(f"{f}={text(series[0][f])}" for f in
-                              ("mode", "category", "ep", "F", "imbalance") if f != vary)
+            x: list[Any] = []
+            y: list[Any] = []
+            custom: list[list[Any]] = []
+            for series in styled:
+                if x:
+                    x.append(None)
+                    y.append(None)
+                    custom.append([None, None])
+                fixed = ", ".join(f"{f}={text(series[0][f])}" for f in
+                                  ("mode", "category", "ep", "F", "imbalance") if f != vary)
+                x.extend(c[vary] for c in series)
+                y.extend(c.get("usefulTFPerGPU") for c in series)
+                custom.extend([text(c["id"]), fixed] for c in series)
+            flat = [c for series in styled for c in series]
             data.append(_scatter(
-                series, key, [c[vary] for c in series],
-                [c.get("usefulTFPerGPU") for c in series], _custom(series),
+                flat, key, x, y, custom,
                 _template("useful %{y:,.1f} TFLOP/s per GPU", f"{vary}=%{{x}}",
-                          f"series: {fixed}"),
+                          "series: %{customdata[1]}"),
                 mode="lines+markers", line={"color": precision_colour(key[0]), "width": 1.5},
-                showlegend=name not in shown, xaxis="x" + axis, yaxis="y" + axis,
+                connectgaps=False, showlegend=name not in shown, xaxis="x" + axis,
+                yaxis="y" + axis,
             ))
             shown.add(name)
     layout = _layout(
@@ -519,8 +539,16 @@ class Chart:
     spec: Callable[[Sequence[Case], Meta], Spec]
     notes: tuple[str, ...]  # the meta notes that qualify it (placementNote: see below)
 
-    def build(self, cases: Sequence[Case], meta: Meta) -> go.Figure:
-        return to_figure(self.spec(cases, meta))
+    def make(self, cases: Sequence[Case], meta: Meta, *, legend: bool = True) -> Spec:
+        """The chart's spec; ``legend=False`` for a page that shows one shared legend of
+        the styles instead (plotly lays out each legend anew, a large part of drawing)."""
+        spec = self.spec(cases, meta)
+        if not legend:
+            spec["layout"]["showlegend"] = False
+        return spec
+
+    def build(self, cases: Sequence[Case], meta: Meta, *, legend: bool = True) -> go.Figure:
+        return to_figure(self.make(cases, meta, legend=legend))
 
 
 # placementNote qualifies every cross-EP comparison: the dashboard adds it to any chart

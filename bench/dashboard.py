@@ -183,6 +183,8 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=50, help="callback calls per series")
     parser.add_argument("--loads", type=int, default=5, help="page loads per report")
     parser.add_argument("--cases", type=int, default=SYNTHETIC_CASES)
+    parser.add_argument("--only", choices=("reference", "synthetic"),
+                        help="measure one report only (quicker while iterating)")
     args = parser.parse_args()
     from app.testing import scratch_postgres_database, serve_process
 
@@ -196,8 +198,11 @@ def main() -> int:
         from db.migrate import upgrade
 
         upgrade(url)
-        ids = {"reference": ingest(url, reference_report()),
-               "synthetic": ingest(url, synthetic_report(args.cases))}
+        ids = {}
+        if args.only in (None, "reference"):
+            ids["reference"] = ingest(url, reference_report())
+        if args.only in (None, "synthetic"):
+            ids["synthetic"] = ingest(url, synthetic_report(args.cases))
         create_app()  # the Dash app must exist before its pages import
         with serve_process(url, Path(tmp) / "server.log") as server:
             base = server.url

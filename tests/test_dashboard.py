@@ -164,7 +164,7 @@ def test_report_view_over_the_cap_shows_the_banner_and_keeps_every_row(
     page = report.layout(str(reference_id))
     banner = find(page, "report-cap-banner")
     assert banner.children == data.cap_banner(20, 63) and not banner.hidden
-    assert len(find(page, "report-grid").rowData) == 63
+    assert len(find(page, "report-rows").data) == 63
     graph = find(page, "report-graph-throughput")
     assert sum(len(t["x"]) for t in graph.figure["data"]) == 20
     assert "20 of 63 cases in view charted" in texts(find(page, "report-aside-throughput"))
@@ -268,6 +268,14 @@ def test_report_page_and_filter_callback(
     assert find(page, "report-filter-precision").value == ["nvfp4"]
     graph = find(page, "report-graph-throughput")
     assert sum(len(t["x"]) for t in graph.figure["data"]) == 9
+    # One legend for the page, of the styles in view; none on the charts.
+    legend = texts(find(page, "report-legend"))
+    assert "nvfp4" in legend and "bf16" not in legend
+    pipelines = {c["pipeline"] for c in reference["cases"]}
+    shown = {c["pipeline"] for c in reference["cases"] if c["precision"] == "nvfp4"}
+    assert shown and shown <= set(legend) and not (pipelines - shown) & set(legend)
+    for chart in figures.CHARTS:
+        assert find(page, f"report-graph-{chart.key}").figure["layout"]["showlegend"] is False
     assert find(page, "report-json-link").href == f"/api/v1/reports/{reference_id}/report.json"
 
     values = [[], [], ["bf16"], [], [], [], []]
@@ -279,11 +287,13 @@ def test_report_page_and_filter_callback(
     assert sum(len(t["x"]) for t in throughput["data"]) == 18
     assert named["report-count.children"] == "18 of 63 cases in view"
     assert named["report-search.data"] == "?precision=bf16"
-    assert len(named["report-grid.rowData"]) == 18
+    assert len(named["report-rows.data"]) == 18
     assert named["report-cap-banner.hidden"] is True  # every case charted: no banner
+    legend = texts(named["report-legend.children"])
+    assert "bf16" in legend and "nvfp4" not in legend
 
     # The CSV: the rows the grid shows, in its order, with exact values.
-    shown = list(reversed(named["report-grid.rowData"]))[:5]
+    shown = list(reversed(named["report-rows.data"]))[:5]
     download = report.download_csv(1, shown, None, reference_id)
     parsed = list(csv.DictReader(io.StringIO(download["content"])))
     exact = {c["id"]: c for c in reference["cases"]}

@@ -174,21 +174,42 @@ def test_routing_heatmap_is_case_by_rank(
     assert fig.layout.xaxis.title.text == "rank"
 
 
+def lines(trace: Any) -> list[list[tuple[Any, Any, list[Any]]]]:
+    """A trace's lines, split at its gaps: (x, y, customdata) per point."""
+    out: list[list[tuple[Any, Any, list[Any]]]] = [[]]
+    for point in zip(trace.x, trace.y, trace.customdata, strict=True):
+        if point[0] is None:
+            assert point[1] is None and out[-1]
+            out.append([])
+        else:
+            out[-1].append(point)
+    return out
+
+
 def test_scaling_lines_join_only_matching_configurations(
     built: dict[str, go.Figure], cases: list[dict[str, Any]]
 ) -> None:
     fig = built["scaling"]
     axes = {"x": "F", "x2": "ep"}
     seen = set()
+    drawn = {"F": 0, "ep": 0}
     for trace in fig.data:
         vary = axes[trace.xaxis]
         seen.add(vary)
-        members = [by_id(cases)[i] for i in ids(trace)]
-        assert list(trace.x) == [c[vary] for c in members] == sorted(trace.x)
-        assert list(trace.y) == [c["usefulTFPerGPU"] for c in members]
-        for field in ("mode", "category", "ep", "precision", "pipeline", "F", "imbalance"):
-            if field != vary:
-                assert len({c[field] for c in members}) == 1, field
+        assert trace.connectgaps is False
+        assert len({(t.xaxis, t.legendgroup) for t in fig.data}) == len(fig.data)
+        for line in lines(trace):
+            members = [by_id(cases)[custom[0]] for _, _, custom in line]
+            assert [x for x, _, _ in line] == [c[vary] for c in members]
+            assert [x for x, _, _ in line] == sorted(x for x, _, _ in line)
+            assert [y for _, y, _ in line] == [c["usefulTFPerGPU"] for c in members]
+            for field in ("mode", "category", "ep", "precision", "pipeline", "F", "imbalance"):
+                if field != vary:
+                    assert len({c[field] for c in members}) == 1, field
+            fixed = {custom[1] for _, _, custom in line}
+            assert len(fixed) == 1 and f"mode={members[0]['mode']}" in fixed.pop()
+            drawn[vary] += 1
+    assert drawn == {vary: len(figures.matching_series(cases, vary)) for vary in drawn}
     assert seen == {"F", "ep"}
     assert fig.layout.xaxis.title.text == "expert width F"
     assert fig.layout.xaxis2.title.text == "EP (ranks)"
@@ -268,3 +289,14 @@ def test_case_figures(cases: list[dict[str, Any]]) -> None:
         go.Figure(fig.to_dict())
     inference = next(c for c in cases if c["mode"] == "inference")
     assert {t.name for t in figures.case_windows(inference).data} == {"combined", "forward"}
+
+
+def test_legend_can_be_left_to_the_page(
+    cases: list[dict[str, Any]], reference: dict[str, Any]
+) -> None:
+    for chart in figures.CHARTS:
+        alone = chart.build(cases, reference["meta"])
+        assert alone.layout.showlegend is None  # plotly's default: shown
+        bare = chart.make(cases, reference["meta"], legend=False)
+        assert bare["layout"]["showlegend"] is False
+        assert bare["data"] == chart.spec(cases, reference["meta"])["data"]

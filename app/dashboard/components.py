@@ -3,11 +3,12 @@ Dash renders children as text, never as HTML."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dash import dcc, html
 
+from app import figures
 from ingest.derived import ReportNote
 
 GRAPH_CONFIG: Any = {"displaylogo": False, "responsive": True}
@@ -50,3 +51,31 @@ def caveat_badges(counts: dict[str, int]) -> html.Div:
         return html.Div("no case in view carries a caveat", className="muted")
     return html.Div([html.Span(f"{code}: {n}", className=f"badge badge-{code}")
                      for code, n in counts.items()], className="badges")
+
+
+# The plotly marker symbols as text, for the shared legend; an unknown one shows its name.
+_GLYPHS = {"circle": "\u25cf", "square": "\u25a0", "diamond": "\u25c6",
+           "triangle-up": "\u25b2", "triangle-down": "\u25bc", "cross": "\u271a",
+           "x": "\u2716", "star": "\u2605", "hexagon": "\u2b22", "pentagon": "\u2b1f"}
+
+
+def style_legend(cases: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """One legend for all the charts: colour per precision, marker (and bar hatching) per
+    pipeline, from the mapping functions the figures use."""
+    precisions = sorted({str(c["precision"]) for c in cases})
+    pipelines = sorted({str(c["pipeline"]) for c in cases})
+    colours = [html.Span([html.Span("\u25a0", className="swatch",
+                                    style={"color": figures.precision_colour(p)}), p],
+                         className="legend-item") for p in precisions]
+    markers = []
+    for p in pipelines:
+        symbol = figures.pipeline_symbol(p)
+        hatch = figures.pipeline_pattern(p)
+        markers.append(html.Span([
+            html.Span(_GLYPHS.get(symbol, symbol), className="swatch"), p,
+            html.Span(f" (bars {'hatched ' + hatch if hatch else 'plain'})",
+                      className="muted")], className="legend-item"))
+    return [html.Span("precision", className="legend-label"), *colours,
+            html.Span("pipeline", className="legend-label"), *markers,
+            html.Span("open markers: RX / reserved; light bars: backward / scratch",
+                      className="muted")]

@@ -288,7 +288,8 @@ def chart_panels(meta: Mapping[str, Any], cases: Sequence[Case],
     for chart in figures.CHARTS:
         keys = list(chart.notes) + (["placementNote"] if several_eps else [])
         panels.append(ChartPanel(
-            key=chart.key, title=chart.title, figure=chart.spec(drawn, dict(meta)),
+            key=chart.key, title=chart.title, figure=chart.make(drawn, dict(meta),
+                                                       legend=False),
             notes=[notes[k] for k in keys if k in notes], caveats=counts,
             case_count=len(cases), charted=len(drawn),
         ))

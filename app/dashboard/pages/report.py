@@ -18,6 +18,7 @@ from app.dashboard.components import (
     not_found,
     note_block,
     parse_report_id,
+    style_legend,
     table,
 )
 from app.repository.cases import CaseFilter
@@ -94,9 +95,10 @@ COLUMN_DEFS: list[dict[str, Any]] = [
 ]
 
 
-def case_grid(rows: list[dict[str, Any]]) -> dag.AgGrid:
+def case_grid() -> dag.AgGrid:
+    """Empty at first: its rows come from ``report-rows`` once the charts are drawn."""
     return dag.AgGrid(
-        id="report-grid", rowData=rows, columnDefs=COLUMN_DEFS,
+        id="report-grid", rowData=[], columnDefs=COLUMN_DEFS,
         defaultColDef={"sortable": True, "filter": True, "resizable": True, "minWidth": 90},
         dashGridOptions={"pagination": True, "paginationPageSize": 50,
                          "animateRows": False},
@@ -122,6 +124,7 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         html.Div(view.count_text, id="report-count", className="count"),
         html.Div(view.banner, id="report-cap-banner", className="cap-banner",
                  hidden=not view.banner),
+        html.Div(style_legend(view.charted), id="report-legend", className="style-legend"),
         html.Div(chart_rows(view.panels), id="report-charts"),
         html.Section([html.H2("Report notes"),
                       *[note_block(n) for n in report_notes(view.meta)]],
@@ -130,16 +133,17 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
             html.H2("Cases"),
             html.Div([html.Button("Download CSV of the rows in view", id="report-csv-button"),
                       dcc.Download(id="report-csv")], className="links"),
-            case_grid(view.rows),
+            dcc.Store(id="report-rows", data=view.rows),
+            case_grid(),
         ], className="cases"),
     ])
 
 
 OUTPUTS = [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS] + [
     Output(f"report-aside-{c.key}", "children") for c in figures.CHARTS] + [
-    Output("report-grid", "rowData"), Output("report-count", "children"),
+    Output("report-rows", "data"), Output("report-count", "children"),
     Output("report-cap-banner", "children"), Output("report-cap-banner", "hidden"),
-    Output("report-search", "data"),
+    Output("report-search", "data"), Output("report-legend", "children"),
 ]
 
 
@@ -151,7 +155,8 @@ def refilter(*args: Any) -> list[Any]:
     with data.session_scope() as session:
         view = data.report_view(session, report_id, data.filters_from_controls(values))
     return [*[p.figure for p in view.panels], *[chart_aside(p) for p in view.panels],
-            view.rows, view.count_text, view.banner, not view.banner, view.search]
+            view.rows, view.count_text, view.banner, not view.banner, view.search,
+            style_legend(view.charted)]
 
 
 # The view's filters go into the address bar without a page reload, so a view can be
@@ -164,6 +169,23 @@ clientside_callback(
         return search;
     }""",
     Output("report-search-applied", "data"), Input("report-search", "data"),
+)
+
+
+# The table sits below the charts: its rows go in once the charts are drawn (or after
+# 5 s), so that the grid's own layout work does not hold the charts back on first load.
+clientside_callback(
+    """async function (rows) {
+        const start = performance.now();
+        const charts = () => document.querySelectorAll('#report-charts .chart').length;
+        const drawn = () => Array.from(document.querySelectorAll('#report-charts .js-plotly-plot'))
+            .filter(g => g._fullData && g.querySelector('.main-svg')).length;
+        while (drawn() < charts() && performance.now() - start < 5000) {
+            await new Promise(resolve => setTimeout(resolve, 50));
+        }
+        return rows;
+    }""",
+    Output("report-grid", "rowData"), Input("report-rows", "data"),
 )
 
 
