@@ -56,77 +56,22 @@ iterations = 10
 warmup = 3'
   F=2048
 fi
-cat > "$OUT/matrix.toml" <<TOML
-seed = 0
-[shape]
-$shape
-[timing]
-$timing
-[[case]]
-mode = "inference"
-ep = 1
-precision = "bf16"
-pipeline = "standard"
-F = $F
-imbalance = 1
-category = "gpu_check"
-[[case]]
-mode = "inference"
-ep = 1
-precision = "bf16"
-pipeline = "staged"
-F = $F
-imbalance = 1
-category = "gpu_check"
-[[case]]
-mode = "inference"
-ep = 1
-precision = "bf16"
-pipeline = "mega"
-F = $F
-imbalance = 1
-category = "gpu_check"
-[[case]]
-mode = "inference"
-ep = 1
-precision = "mxfp8"
-pipeline = "staged"
-F = $F
-imbalance = 1
-category = "gpu_check"
-[[case]]
-mode = "inference"
-ep = 1
-precision = "nvfp4"
-pipeline = "staged"
-F = $F
-imbalance = 1
-category = "gpu_check"
-[[case]]
-mode = "inference"
-ep = 1
-precision = "mxfp8"
-pipeline = "standard"
-F = $F
-imbalance = 1
-category = "oom_check"
-[[case]]
-mode = "training"
-ep = 1
-precision = "bf16"
-pipeline = "standard"
-F = $F
-imbalance = 1
-category = "gpu_check"
-[[case]]
-mode = "training"
-ep = 1
-precision = "mxfp8"
-pipeline = "staged"
-F = $F
-imbalance = 1
-category = "gpu_check"
-TOML
+# One [[case]] table: mode, precision, pipeline, category (EP 1, imbalance 1, width F).
+case_table() {
+  printf '[[case]]\nmode = "%s"\nep = 1\nprecision = "%s"\npipeline = "%s"\nF = %s\nimbalance = 1\ncategory = "%s"\n' \
+    "$1" "$2" "$3" "$F" "$4"
+}
+{
+  printf 'seed = 0\n[shape]\n%s\n[timing]\n%s\n' "$shape" "$timing"
+  case_table inference bf16 standard gpu_check
+  case_table inference bf16 staged gpu_check
+  case_table inference bf16 mega gpu_check
+  case_table inference mxfp8 staged gpu_check
+  case_table inference nvfp4 staged gpu_check
+  case_table inference mxfp8 standard oom_check
+  case_table training bf16 standard gpu_check
+  case_table training mxfp8 staged gpu_check
+} > "$OUT/matrix.toml"
 # The oom_check case runs out of memory (injected) in its numerical check: the runner
 # must report it with ooms 1 and go on to the next case.
 MOESCOPE_INJECT_OOM="rank=0,case=oom_check,phase=numerics" \
