@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import torch
@@ -23,6 +23,7 @@ from runner.oom import STATE as OOM
 from runner.oom import agree, free_memory, start_phase
 from runner.pipelines import REGISTRY, BuildContext, Forward, build_reference
 from runner.platform import Platform, nvlink_counters
+from runner.report import RankOutcome
 from runner.routing import Plan
 from runner.timing import Windows, time_windows
 
@@ -33,31 +34,6 @@ from runner.timing import Windows, time_windows
 ERROR_BOUNDS = {"bf16": 2e-2, "mxfp8": 1.2e-1, "nvfp4": 3.5e-1}
 GRAPH_TOLERANCE = 1e-3  # a graph replay against the eager result (atomics reorder sums)
 NVLINK_SECONDS = 1.0
-
-
-@dataclass
-class RankOutcome:
-    """One rank's view of a case. A phase that ran out of memory on any rank leaves its
-    fields (and those of every later phase) None."""
-
-    rank: int
-    forward: list[float] | None
-    combined: list[float] | None
-    backward: list[float] | None
-    numerical_error: float | None
-    graph_accepted: bool | None
-    graph_note: str | None
-    rows_received: int
-    rows_sent_off_rank: int
-    allocated_peak_gib: float | None
-    reserved_peak_gib: float | None
-    allocation_retries: int
-    nvlink_tx_gbps: float | None
-    nvlink_rx_gbps: float | None
-    ooms: int = 0
-    oom_note: str | None = None
-    emulated: bool = False  # a quantized case whose GEMMs did not all run natively
-    notes: list[str] = field(default_factory=list)
 
 
 T = TypeVar("T")

@@ -23,7 +23,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.multiprocessing.spawn import spawn
 
-from runner.execute import ERROR_BOUNDS, RankOutcome, run_case
+from runner.execute import ERROR_BOUNDS, run_case
 from runner.matrix import Matrix
 from runner.model import CaseSpec
 from runner.pipelines import REGISTRY
@@ -31,6 +31,7 @@ from runner.platform import Platform, datasheet_peaks, detect, host_info, local_
 from runner.progress import Progress, progress_line
 from runner.report import (
     PlatformFacts,
+    RankOutcome,
     Unmeasured,
     block_size_problem,
     build_case,

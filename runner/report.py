@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any
 
 from ingest.schema import wire_dict
 from ingest.validate import validate_case, validate_report
@@ -25,8 +25,10 @@ ERROR_BOUND_NOTE = ("numericalAccepted: relative Frobenius error against a float
                     "gradients), bounds bf16 2e-2, mxfp8 1.2e-1, nvfp4 3.5e-1")
 
 
-class Outcome(Protocol):
-    """What execute.RankOutcome provides (kept torch-free here)."""
+@dataclass
+class RankOutcome:
+    """One rank's view of a case, plain data (this module stays torch-free). A phase that
+    ran out of memory on any rank leaves its fields (and those of every later phase) None."""
 
     rank: int
     forward: list[float] | None
@@ -34,6 +36,7 @@ class Outcome(Protocol):
     backward: list[float] | None
     numerical_error: float | None
     graph_accepted: bool | None
+    graph_note: str | None
     rows_received: int
     rows_sent_off_rank: int
     allocated_peak_gib: float | None
@@ -41,9 +44,10 @@ class Outcome(Protocol):
     allocation_retries: int
     nvlink_tx_gbps: float | None
     nvlink_rx_gbps: float | None
-    ooms: int
-    oom_note: str | None
-    emulated: bool
+    ooms: int = 0
+    oom_note: str | None = None
+    emulated: bool = False  # a quantized case whose GEMMs did not all run natively
+    notes: list[str] = field(default_factory=list)
 
 
 class Unmeasured(ValueError):
@@ -76,7 +80,7 @@ def scratch_bytes(shape: Shape, spec: CaseSpec, factor: int) -> int:
     return cap * per_row
 
 
-def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[Outcome],
+def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[RankOutcome],
                facts: PlatformFacts, bound: float) -> dict[str, Any]:
     shape = matrix.shape
     model = model_case(shape, spec, matrix.capacity_factor)
