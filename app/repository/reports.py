@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, NotFound
 from app.models import Base, CaseRow, ReportRow, utcnow
+from app.repository.cases import DERIVED
 from ingest.derived import Caveat, caveats, derive
 from ingest.schema import Case, Meta, Report
 
@@ -221,12 +222,7 @@ def _case_row(
         "forward_flops_per_logical_payload_byte_rank0":
             case.forwardFlopsPerLogicalPayloadByteRank0,
         "capacity_rows": case.capacityRows,
-        "percent_of_peak": derived["percentOfPeak"],
-        "hbm_percent_of_peak": derived["hbmPercentOfPeak"],
-        "nvlink_tx_percent_of_peak": derived["nvlinkTXPercentOfPeak"],
-        "nvlink_rx_percent_of_peak": derived["nvlinkRXPercentOfPeak"],
-        "window_spread_percent": derived["windowSpreadPercent"],
-        "observed_imbalance": derived["observedImbalance"],
+        **{column.key: derived[name] for name, column in DERIVED.items()},
         "windows": case.windows.model_dump(mode="json", exclude_unset=True),
         "receive_rows": case.receiveRows,
         "saved_bytes": case.savedBytes,
