@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export MOESCOPE_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@127.0.0.1:5432/test
 
-.PHONY: install demo serve test check lint postgres bench clean
+.PHONY: install demo serve test check lint postgres bench clean plotly-bundle
 
 install: $(VENV)/.installed
 
@@ -39,6 +39,15 @@ test: install postgres lint
 
 bench: install postgres
 	$(BIN)/python bench/ingest.py $(BENCH_ARGS)
+
+# The dashboard draws with plotly.js's cartesian partial bundle (scatter, bar, heatmap: a
+# third of the full bundle's size), the version plotly.py ships; refresh it after a plotly
+# upgrade (needs npm and the npm registry).
+plotly-bundle: install
+	version=$$($(BIN)/python -c 'from plotly.offline import get_plotlyjs_version as v; print(v())') && \
+	tmp=$$(mktemp -d) && cd $$tmp && npm pack --silent plotly.js-cartesian-dist-min@$$version >/dev/null && \
+	tar xzf plotly.js-cartesian-dist-min-$$version.tgz && \
+	cp package/plotly-cartesian.min.js $(CURDIR)/static/vendor/plotly-cartesian.min.js && rm -rf $$tmp
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache test-output

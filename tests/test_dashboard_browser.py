@@ -46,6 +46,7 @@ SCRIPT_NOTE = ("<script>window.__pwned = 1</script>"
                "<img src=x onerror=\"window.__pwned = 2\">")
 WAIT_S = 30
 BIG_CASES = data.CHART_CASE_CAP + 7
+ODD_CASE_ID = "odd/id %2F?x=1#<b>y</b>"  # path, escape, query and fragment characters
 
 # Every chart drawn by plotly, with the number of data points it holds.
 DRAWN = """
@@ -74,6 +75,7 @@ def reports() -> dict[str, Any]:
     scripted["meta"]["timingNote"] = SCRIPT_NOTE
     scripted["meta"]["surpriseNote"] = "<b>not bold</b>"
     scripted["cases"] = scripted["cases"][:6]
+    scripted["cases"][0]["id"] = ODD_CASE_ID
     head = copy.deepcopy(_REFERENCE)
     head["meta"]["runId"] = "head"
     head["cases"][0]["layerMS"] *= 1.2
@@ -193,6 +195,11 @@ def test_reference_report_draws_every_chart(page: Callable[[str], WebDriver],
         server[0].url + data.case_href(rid, c["id"]) for c in _REFERENCE["cases"]}
     notes = driver.find_element(By.ID, "report-notes").text
     assert "peakNote" in notes and "placementNote" in notes
+    # plotly.js's cartesian bundle draws the charts; the full one is never fetched.
+    scripts = driver.execute_script(
+        "return performance.getEntriesByType('resource').map(r => r.name)")
+    assert any("plotly-cartesian.min.js" in s for s in scripts), scripts
+    assert not any("plotly.min.js" in s for s in scripts), scripts
     shot(driver, "report")
 
 
@@ -232,6 +239,18 @@ def test_case_page_renders(page: Callable[[str], WebDriver],
     assert driver.find_element(By.ID, "case-id").text == case["id"]
     assert "allocatedPeakGiB" in driver.find_element(By.ID, "case-fields").text
     shot(driver, "case")
+
+
+def test_a_case_id_with_slashes_opens_from_the_table(
+        page: Callable[[str], WebDriver], server: tuple[LiveServer, dict[str, int]]) -> None:
+    driver = page(f"/reports/{server[1]['scripted']}")
+    links = wait_for(driver, lambda d: [a for a in d.find_elements(
+        By.CSS_SELECTOR, ".ag-row a.case-link") if a.text == ODD_CASE_ID], "the odd case's link")
+    links[0].click()
+    heading = wait_for(driver, lambda d: d.find_elements(By.ID, "case-id"), "the case page")
+    assert heading[0].text == ODD_CASE_ID
+    assert driver.current_url.endswith(data.case_href(server[1]["scripted"], ODD_CASE_ID))
+    wait_for_charts(driver, 4)
 
 
 def test_compare_page_renders(page: Callable[[str], WebDriver],

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import plotly.graph_objects as go
 import pytest
 
 from app import figures
+from app.testing import REPO
 from ingest.derived import caveats, derive
 from ingest.schema import Case, Meta
 
@@ -300,3 +302,25 @@ def test_legend_can_be_left_to_the_page(
         bare = chart.make(cases, reference["meta"], legend=False)
         assert bare["layout"]["showlegend"] is False
         assert bare["data"] == chart.spec(cases, reference["meta"])["data"]
+
+
+BUNDLE = REPO / "static" / "vendor" / "plotly-cartesian.min.js"
+
+
+def test_the_dashboards_plotly_bundle_draws_every_trace_the_builders_make(
+    cases: list[dict[str, Any]], reference: dict[str, Any]
+) -> None:
+    """The dashboard loads plotly.js's cartesian bundle instead of the full one: it must be
+    plotly.py's plotly.js release and register every trace type the figures use."""
+    from plotly.offline import get_plotlyjs_version
+
+    text = BUNDLE.read_text("utf-8")
+    header = re.search(r"plotly\.js \(cartesian - minified\) v(\d+\.\d+)\.\d+", text[:300])
+    assert header, "static/vendor/plotly-cartesian.min.js is not plotly.js's cartesian bundle"
+    assert header.group(1) == get_plotlyjs_version().rsplit(".", 1)[0], \
+        "plotly was upgraded: run `make plotly-bundle`"
+    registered = set(re.findall(r'moduleType:"trace",name:"([a-z0-9]+)"', text))
+    specs = [chart.spec(cases, reference["meta"]) for chart in figures.CHARTS]
+    specs += [spec for case in cases for spec in figures.case_specs(case).values()]
+    used = {trace["type"] for spec in specs for trace in spec["data"]}
+    assert used and used <= registered, used - registered
