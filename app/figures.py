@@ -125,6 +125,8 @@ _AXIS = {"gridcolor": "#e5e5e5", "zerolinecolor": "#cccccc", "linecolor": "#9999
 _TEMPLATE: dict[str, Any] = {"layout": {
     "plot_bgcolor": "white", "paper_bgcolor": "white", "font": {"size": 12},
     "xaxis": _AXIS, "yaxis": _AXIS, "colorway": list(_PALETTE),
+    # Titles from the left edge: centred, a long one ran under plotly's mode bar.
+    "title": {"x": 0, "xref": "paper", "xanchor": "left"},
 }}
 
 
@@ -580,7 +582,7 @@ def case_windows_spec(case: Case) -> Spec:
              "x": list(range(1, len(windows[kind]) + 1)), "y": windows[kind],
              "hovertemplate": f"{kind} window %{{x}}: %{{y:.4f}} ms<extra></extra>"}
             for kind in ("combined", "forward", "backward") if windows.get(kind)]
-    return figure(data, _layout("Timing windows (median iteration time per window)",
+    return figure(data, _layout("Timing windows (per iteration)",
                                 "time (ms)", height=360,
                                 xaxis={"title": _title("window"), "dtick": 1},
                                 legend={"title": _title("kind")}))
