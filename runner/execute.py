@@ -10,6 +10,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 import torch
@@ -119,6 +120,7 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
                             warmup=timing.warmup, device=device, group=group, setup=setup)
 
     steps: Steps | None = None
+    measured: tuple[Steps, Windows] | None = None
     fw = bw = combined = None
     if built is not None and training:
         b = built
@@ -133,11 +135,9 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
         measured = phases.run("combined", train)
         if measured is not None:
             steps, combined = measured
-            s = steps
-            fw = phases.run("forward", lambda: timed(s.forward))
-            if s.backward is not None:
-                backward = s.backward
-                bw = phases.run("backward", lambda: timed(backward, setup=s.forward))
+            fw = phases.run("forward", partial(timed, steps.forward))
+            if steps.backward is not None:
+                bw = phases.run("backward", partial(timed, steps.backward, steps.forward))
     elif built is not None:
         b = built
 
@@ -167,13 +167,14 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
                 return _nvlink(step_loop, step_ms, device)
 
         tx, rx = phases.run("nvlink", nvlink) or (None, None)
+        del step_loop
     allocated = reserved = None
     if device.type == "cuda":
         allocated = torch.cuda.max_memory_allocated(device) / 2**30
         reserved = torch.cuda.max_memory_reserved(device) / 2**30
     accepted = steps.accepted if steps else None
     notes = [*(built.ctx.notes if built else []), *([steps.note] if steps and steps.note else [])]
-    del built, steps
+    del built, steps, measured  # the graphs and their memory pools
     if phases.stopped:
         free_memory()
     return RankOutcome(

@@ -207,10 +207,10 @@ REGISTRY: dict[str, Pipeline] = {
                  f"schedule runs one op after the other"),
         Pipeline("mega", build_mega,
                  "mega: the whole layer through torch.compile on CUDA (eager on the CPU), "
-                 "quantized dispatch and combine as functional collectives traced into "
-                 "the graph, 128-row groups, one pass; one graph break, at the OOM guard "
-                 "around the experts (compiled on their own); on CUDA the layer is "
-                 "replayed as one CUDA graph"),
+                 "the quantized dispatch and the combine as functional collectives traced "
+                 "into the graph, 128-row groups, one pass; one graph break, at the OOM "
+                 "guard around the experts (compiled on their own); on CUDA the layer is "
+                 "replayed as one CUDA graph where capture succeeds"),
     )
 }
 assert tuple(REGISTRY) == PIPELINES, "runner.model.PIPELINES must list the registry"

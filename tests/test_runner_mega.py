@@ -4,15 +4,17 @@
 of one case takes 40-60 s, longer than the whole run test), so this test compiles it
 once here: the collectives are traced into the graphs (functional all_to_all_single),
 the one graph break is the OOM guard around the experts, and the compiled layer gives
-the eager layer's output and gradients.
+the eager layer's output and gradients. And the fallback when compiling fails.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import torch
 import torch.distributed as dist
 from torch.multiprocessing.spawn import spawn
@@ -20,7 +22,7 @@ from torch.multiprocessing.spawn import spawn
 from app.testing import free_port
 from runner.layer import Experts, grouped_mm_runs, make_experts
 from runner.model import CaseSpec, Shape
-from runner.pipelines import BuildContext, Forward, mega_forward
+from runner.pipelines import BuildContext, Forward, compiled_or_eager, mega_forward
 from runner.routing import build_plan
 
 SHAPE = Shape(T=32, D=64, E=4, K=2)
@@ -84,3 +86,37 @@ def test_the_compiled_mega_layer_traces_its_collectives_and_matches_eager(
         assert "guarded_experts" in breaks[0]
         dispatch_and_combine = [c for c in calls if "all_to_all_single" in c]
         assert len(dispatch_and_combine) == 2, calls
+
+
+def test_a_compile_failure_runs_eagerly_and_says_so(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def failing_compile(fn: Callable[..., torch.Tensor], **_: object
+                        ) -> Callable[..., torch.Tensor]:
+        def run(*args: object) -> torch.Tensor:
+            raise RuntimeError("no working C++ compiler")
+        return run
+
+    monkeypatch.setattr(torch, "compile", failing_compile)
+    notes: list[str] = []
+    double = compiled_or_eager(lambda t: t * 2, notes)
+    assert torch.equal(double(torch.ones(3)), torch.full((3,), 2.0))
+    assert notes == ["mega: torch.compile failed (RuntimeError: no working C++ compiler); "
+                     "the layer ran eagerly"]
+    assert "warning: mega: torch.compile failed" in capsys.readouterr().err
+    assert torch.equal(double(torch.ones(1)), torch.full((1,), 2.0))
+    assert len(notes) == 1  # once: it stays eager
+
+
+def test_running_out_of_memory_is_not_a_compile_failure(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    def oom_compile(fn: Callable[..., torch.Tensor], **_: object
+                    ) -> Callable[..., torch.Tensor]:
+        def run(*args: object) -> torch.Tensor:
+            raise torch.OutOfMemoryError("out of memory")
+        return run
+
+    monkeypatch.setattr(torch, "compile", oom_compile)
+    notes: list[str] = []
+    with pytest.raises(torch.OutOfMemoryError):
+        compiled_or_eager(lambda t: t * 2, notes)(torch.ones(3))
+    assert notes == []
