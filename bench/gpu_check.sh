@@ -3,10 +3,13 @@
 #   1. the precision probe (grouped GEMM, native mxfp8/nvfp4 scaled GEMMs),
 #   2. a bf16 GEMM ceiling measured in the same run,
 #   3. a single-GPU matrix (EP 1, a shape that fills the GPU): every pipeline (staged
-#      overlaps its transfers with the GEMMs on CUDA streams), the three precisions
-#      (native scaled GEMMs where the probe ran them, e.g. Blackwell; emulated on an
-#      H200), and one case with an injected OOM in its numerical check (ooms 1, reported),
-# then useful TFLOP/s and % of the measured ceiling per case, ooms and emulated.
+#      overlaps its transfers with the GEMMs on CUDA streams; mega is the whole layer
+#      through torch.compile), the three precisions (native scaled GEMMs where the probe
+#      ran them, e.g. Blackwell; emulated on an H200), training in CUDA graphs (the step,
+#      and forward and backward), and one case with an injected OOM in its numerical
+#      check (ooms 1, reported),
+# then useful TFLOP/s and % of the measured ceiling per case, graphAccepted (and the
+# graph note where a capture or a compile fell back), ooms and emulated.
 # Without a GPU (or with --dry-run) it runs the same steps on a tiny shape on the CPU.
 # Needs torch, pydantic and httpx importable by $PYTHON (default: .venv/bin/python).
 set -euo pipefail
@@ -71,6 +74,7 @@ case_table() {
   case_table inference mxfp8 standard oom_check
   case_table training bf16 standard gpu_check
   case_table training mxfp8 staged gpu_check
+  case_table training bf16 mega gpu_check
 } > "$OUT/matrix.toml"
 # The oom_check case runs out of memory (injected) in its numerical check: the runner
 # must report it with ooms 1 and go on to the next case.

@@ -30,7 +30,7 @@ def main(report_path: str, ceiling_path: str) -> int:
               f"{100 * tf / measured:>7.1f} {pct_peak:>7} "
               f"{numerics} {str(case['graphAccepted']):>6} {case.get('ooms', 0):>4} "
               f"{case.get('emulated', False)}")
-        for key in ("oomNote", "runtimeSkipped"):
+        for key in ("graphNote", "oomNote", "runtimeSkipped"):
             if case.get(key):
                 print(f"  {key}: {case[key]}")
     for key, value in report["meta"].items():

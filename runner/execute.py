@@ -10,11 +10,12 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 import torch
-import torch.distributed as dist
 
+from runner.graphs import Steps, inference_steps, relative_error, training_steps
 from runner.layer import Experts, make_experts
 from runner.matrix import Timing
 from runner.model import CaseSpec, Shape
@@ -32,7 +33,6 @@ from runner.timing import Windows, time_windows
 # weights, the hidden activation and outputs at 2^-9; mxfp8 adds e4m3's 2^-4 steps (and
 # its saturation at 448 within a block); nvfp4's e2m1 has one mantissa bit.
 ERROR_BOUNDS = {"bf16": 2e-2, "mxfp8": 1.2e-1, "nvfp4": 3.5e-1}
-GRAPH_TOLERANCE = 1e-3  # a graph replay against the eager result (atomics reorder sums)
 NVLINK_SECONDS = 1.0
 
 
@@ -74,25 +74,12 @@ def _draw(shape: tuple[int, ...], seed: int, device: torch.device) -> torch.Tens
     return torch.randn(*shape, generator=g).to(torch.bfloat16).to(device)
 
 
-def relative_error(values: torch.Tensor, reference: torch.Tensor, group: Any) -> float:
-    sums = torch.stack([((values.double() - reference) ** 2).sum(), (reference ** 2).sum()])
-    if group is not None:
-        dist.all_reduce(sums, group=group)
-    diff, norm = (float(v) for v in sums.cpu())
-    return 0.0 if diff == 0 else math.sqrt(diff / norm) if norm > 0 else math.inf
-
-
 def _grads(x: torch.Tensor, experts: Experts) -> list[torch.Tensor]:
     out = []
     for t in (x, *experts.parameters()):
         assert t.grad is not None
         out.append(t.grad)
     return out
-
-
-def _clear(x: torch.Tensor, experts: Experts) -> None:
-    for t in (x, *experts.parameters()):
-        t.grad = None
 
 
 @dataclass
@@ -132,45 +119,36 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
         return time_windows(run, windows=timing.windows, iterations=timing.iterations,
                             warmup=timing.warmup, device=device, group=group, setup=setup)
 
-    graph_accepted: bool | None = None
-    graph_note: str | None = None
+    steps: Steps | None = None
+    measured: tuple[Steps, Windows] | None = None
     fw = bw = combined = None
-    loop: Callable[[], None] | None = None
     if built is not None and training:
         b = built
         xg = b.x.clone().requires_grad_(True)
         for p in b.experts.parameters():
             p.requires_grad_(True)
-        state: dict[str, torch.Tensor] = {}
 
-        def fwd() -> None:
-            _clear(xg, b.experts)
-            state["y"] = b.forward(xg, b.experts)
+        def train() -> tuple[Steps, Windows]:
+            s = training_steps(b.forward, b.experts, xg, b.grad_out, plat.cuda, group)
+            return s, timed(s.step)
 
-        def bwd() -> None:
-            state["y"].backward(b.grad_out)
-
-        def step() -> None:
-            fwd()
-            bwd()
-
-        combined = phases.run("combined", lambda: timed(step))
-        fw = phases.run("forward", lambda: timed(fwd))
-        bw = phases.run("backward", lambda: timed(bwd, setup=fwd))
-        state.clear()
-        loop = step
-        graph_note = "training steps run eagerly (no CUDA graph captured for fwd+bwd)"
+        measured = phases.run("combined", train)
+        if measured is not None:
+            steps, combined = measured
+            fw = phases.run("forward", partial(timed, steps.forward))
+            if steps.backward is not None:
+                bw = phases.run("backward", partial(timed, steps.backward, steps.forward))
     elif built is not None:
         b = built
 
-        def graphed_and_timed() -> tuple[Callable[[], None], bool | None, str | None, Windows]:
+        def infer() -> tuple[Steps, Windows]:
             with torch.no_grad():
-                run, accepted, note = _graph_or_eager(b.forward, b.experts, b.x, plat, group)
-                return run, accepted, note, timed(run)
+                s = inference_steps(b.forward, b.experts, b.x, plat.cuda, group)
+                return s, timed(s.step)
 
-        measured = phases.run("forward", graphed_and_timed)
+        measured = phases.run("forward", infer)
         if measured is not None:
-            loop, graph_accepted, graph_note, fw = measured
+            steps, fw = measured
             combined = fw
 
     error = None
@@ -179,8 +157,8 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
         error = phases.run("numerics", lambda: _numerics(b.forward, b.ctx, b.experts, b.x,
                                                          b.grad_out, training, group))
     tx = rx = None
-    if loop is not None and combined is not None:
-        step_loop, step_ms = loop, combined.median_ms
+    if steps is not None and combined is not None:
+        step_loop, step_ms = steps.step, combined.median_ms
 
         def nvlink() -> tuple[float | None, float | None]:
             if training:
@@ -189,18 +167,21 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
                 return _nvlink(step_loop, step_ms, device)
 
         tx, rx = phases.run("nvlink", nvlink) or (None, None)
+        del step_loop
     allocated = reserved = None
     if device.type == "cuda":
         allocated = torch.cuda.max_memory_allocated(device) / 2**30
         reserved = torch.cuda.max_memory_reserved(device) / 2**30
-    del built, loop
+    accepted = steps.accepted if steps else None
+    notes = [*(built.ctx.notes if built else []), *([steps.note] if steps and steps.note else [])]
+    del built, steps, measured  # the graphs and their memory pools
     if phases.stopped:
         free_memory()
     return RankOutcome(
         rank=rank, forward=fw.per_window_ms if fw else None,
         combined=combined.per_window_ms if combined else None,
         backward=bw.per_window_ms if bw else None,
-        numerical_error=error, graph_accepted=graph_accepted, graph_note=graph_note,
+        numerical_error=error, graph_accepted=accepted, graph_note="; ".join(notes) or None,
         rows_received=plan.receive[rank],
         rows_sent_off_rank=sum(n for d, n in enumerate(plan.sends[rank]) if d != rank),
         allocated_peak_gib=allocated, reserved_peak_gib=reserved,
@@ -234,33 +215,6 @@ def _numerics(forward: Forward, ctx: BuildContext, experts: Experts, x: torch.Te
     for got, want in zip(_grads(xm, measured), _grads(x64, experts64), strict=True):
         errors.append(relative_error(got, want, group))
     return max(errors)
-
-
-def _graph_or_eager(forward: Forward, experts: Experts, x: torch.Tensor, plat: Platform,
-                    group: Any) -> tuple[Callable[[], None], bool | None, str | None]:
-    def eager() -> None:
-        forward(x, experts)
-
-    if not plat.cuda:
-        return eager, None, "no CUDA graphs on the CPU: graphAccepted is null"
-    try:
-        reference = forward(x, experts)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                forward(x, experts)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_y = forward(x, experts)
-        graph.replay()
-        torch.cuda.synchronize()
-        accepted = relative_error(static_y, reference.double(), group) <= GRAPH_TOLERANCE
-        return graph.replay, accepted, None
-    except RuntimeError as exc:
-        torch.cuda.synchronize()
-        return eager, None, f"CUDA graph capture failed ({str(exc)[:200]}); timed eagerly"
 
 
 def _alloc_retries(device: torch.device) -> int:

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
 import torch.nn.functional as F
 
 from runner.native import USAGE, scaled_gemm
@@ -23,12 +24,18 @@ GROUP_ROWS = 128
 
 
 def _all_to_all(x: torch.Tensor, out_splits: list[int], in_splits: list[int],
-                group: Any) -> torch.Tensor:
-    out = x.new_empty((sum(out_splits), *x.shape[1:]))
+                group: Any, traceable: bool) -> torch.Tensor:
+    """``traceable``: through the functional collective (``torch.distributed.
+    _functional_collectives``), which torch.compile traces into its graph; otherwise the
+    in-place ``all_to_all_single`` into a preallocated buffer."""
     if group is None:  # one rank: nothing leaves
-        out.copy_(x)
-    else:
-        dist.all_to_all_single(out, x.contiguous(), out_splits, in_splits, group=group)
+        return x.clone()
+    if traceable:
+        sent = funcol.all_to_all_single(x.contiguous(), out_splits, in_splits, group)
+        received: torch.Tensor = funcol.wait_tensor(sent)
+        return received
+    out = x.new_empty((sum(out_splits), *x.shape[1:]))
+    dist.all_to_all_single(out, x.contiguous(), out_splits, in_splits, group=group)
     return out
 
 
@@ -37,14 +44,15 @@ class AllToAll(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, out_splits: list[int], in_splits: list[int],
-                group: Any) -> torch.Tensor:
-        ctx.splits, ctx.group = (out_splits, in_splits), group
-        return _all_to_all(x, out_splits, in_splits, group)
+                group: Any, traceable: bool) -> torch.Tensor:
+        ctx.splits, ctx.group, ctx.traceable = (out_splits, in_splits), group, traceable
+        return _all_to_all(x, out_splits, in_splits, group, traceable)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Any:
         out_splits, in_splits = ctx.splits
-        return _all_to_all(grad, in_splits, out_splits, ctx.group), None, None, None
+        back = _all_to_all(grad, in_splits, out_splits, ctx.group, ctx.traceable)
+        return back, None, None, None, None
 
 
 class QuantizedAllToAll(torch.autograd.Function):
@@ -53,15 +61,16 @@ class QuantizedAllToAll(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, out_splits: list[int], in_splits: list[int],
-                group: Any, precision: str) -> torch.Tensor:
-        ctx.splits, ctx.group = (out_splits, in_splits), group
-        wire = _all_to_all(pack_rows(x, precision), out_splits, in_splits, group)
+                group: Any, traceable: bool, precision: str) -> torch.Tensor:
+        ctx.splits, ctx.group, ctx.traceable = (out_splits, in_splits), group, traceable
+        wire = _all_to_all(pack_rows(x, precision), out_splits, in_splits, group, traceable)
         return unpack_rows(wire, precision, x.shape[-1], x.dtype)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Any:
         out_splits, in_splits = ctx.splits
-        return _all_to_all(grad, in_splits, out_splits, ctx.group), None, None, None, None
+        back = _all_to_all(grad, in_splits, out_splits, ctx.group, ctx.traceable)
+        return back, None, None, None, None, None
 
 
 @dataclass
@@ -215,6 +224,7 @@ class PassConfig:
     pad_groups: bool
     expert_fn: ExpertFn
     group: Any
+    traceable: bool = False  # functional collectives, for torch.compile (mega)
 
 
 def _experts(ordered: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig
@@ -231,25 +241,82 @@ def dispatch(x: torch.Tensor, r: DeviceRouting, cfg: PassConfig) -> torch.Tensor
     recv: torch.Tensor
     if cfg.quantized_dispatch:
         recv = QuantizedAllToAll.apply(rows, r.recv_splits, r.send_splits, cfg.group,
-                                       cfg.precision)
+                                       cfg.traceable, cfg.precision)
     else:
-        recv = AllToAll.apply(rows, r.recv_splits, r.send_splits, cfg.group)
+        recv = AllToAll.apply(rows, r.recv_splits, r.send_splits, cfg.group, cfg.traceable)
     return recv
 
 
 def expert_rows(recv: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig
                 ) -> torch.Tensor:
-    """Received rows -> expert order -> experts -> back in received order. The local work
-    between the two collectives, so it runs OOM-guarded: a rank out of memory sends zeros
-    on to the combine rather than leave its peers waiting there."""
+    """Received rows -> expert order -> experts -> back in received order. The experts are
+    the local work between the two collectives, so they run OOM-guarded (forward and,
+    when training, backward): a rank out of memory sends zeros on to the combine (and zero
+    gradients back to the dispatch) rather than leave its peers waiting there."""
     ordered = recv.index_select(0, r.order)
-    y = guarded(lambda: _experts(ordered, r, experts, cfg), lambda: ordered * 0)
+    y = guarded_experts(ordered, r, experts, cfg)
     return torch.empty_like(y).index_copy(0, r.order, y)
+
+
+# The guard is host code that catches an error at run time, which a compiled graph
+# cannot hold: torch.compile (mega) breaks its graph here and runs this eagerly (the
+# experts inside are compiled on their own, see runner.pipelines.mega_forward).
+@torch.compiler.disable  # type: ignore[untyped-decorator]
+def guarded_experts(ordered: torch.Tensor, r: DeviceRouting, experts: Experts,
+                     cfg: PassConfig) -> torch.Tensor:
+    tensors = (ordered, *experts.parameters())
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        y: torch.Tensor = GuardedExperts.apply(r, cfg, *tensors)
+        return y
+    return guarded(lambda: _experts(ordered, r, experts, cfg),
+                   lambda: ordered.new_zeros(ordered.shape))
+
+
+class GuardedExperts(torch.autograd.Function):
+    """The experts as one autograd node whose forward and backward both run ``guarded``.
+    The forward records the experts' own autograd graph (under ``enable_grad``), the
+    backward differentiates it: the same work as without the node, but an OOM in the
+    backward is caught here and zero gradients go on to the dispatch's transposed
+    collective, which every rank then still reaches."""
+
+    @staticmethod
+    def forward(ctx: Any, r: DeviceRouting, cfg: PassConfig, ordered: torch.Tensor,
+                gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
+        inputs = [t.detach().requires_grad_(t.requires_grad)
+                  for t in (ordered, gate, up, down)]
+        with torch.enable_grad():
+            y = guarded(lambda: _experts(inputs[0], r, Experts(*inputs[1:]), cfg),
+                        lambda: ordered.new_zeros(ordered.shape))
+        ctx.inputs, ctx.y = inputs, y
+        return y.detach()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        inputs: list[torch.Tensor] = ctx.inputs
+        y: torch.Tensor = ctx.y
+        ctx.inputs = ctx.y = None  # the inner graph is spent
+
+        def zeros() -> list[torch.Tensor]:
+            return [torch.zeros_like(t) for t in inputs]
+
+        def differentiate() -> list[torch.Tensor]:
+            if y.grad_fn is None:  # the forward ran out of memory: zeros, no graph
+                return zeros()
+            wanted = [t for t in inputs if t.requires_grad]
+            found = iter(torch.autograd.grad(y, wanted, grad, allow_unused=True))
+            out = []
+            for t in inputs:
+                g = next(found) if t.requires_grad else None
+                out.append(torch.zeros_like(t) if g is None else g)
+            return out
+
+        grads = guarded(differentiate, zeros, backward=True)
+        return None, None, *grads
 
 
 def combine(back: torch.Tensor, r: DeviceRouting, cfg: PassConfig, out: torch.Tensor) -> None:
     """The expert outputs home again, score-weighted and summed into ``out``."""
-    returned = AllToAll.apply(back, r.send_splits, r.recv_splits, cfg.group)
+    returned = AllToAll.apply(back, r.send_splits, r.recv_splits, cfg.group, cfg.traceable)
     out.index_add_(0, r.token, returned * r.weight[:, None])
 
 

@@ -1,20 +1,23 @@
 """Out-of-memory handling that keeps the ranks' collectives matched.
 
 A case runs in phases (timings, numerical check, NVLink loop). Inside a phase, the local
-work between two collectives (the experts of a routed pass) runs through ``guarded``: an
-OutOfMemoryError there is caught, remembered, and the rank hands zeros of the right shape
-to the next collective, so its peers never wait in a collective it skipped. After each
-phase the ranks all-reduce their OOM counts (``agree``): if any rank ran out of memory,
-every rank drops that phase's measurement and the rest of the case, frees memory, and
-goes on to the next case together.
+work between two collectives (the experts of a routed pass, forward and backward: see
+``runner.layer.expert_rows``) runs through ``guarded``: an OutOfMemoryError there is
+caught, remembered, and the rank hands zeros of the right shapes to the next collective
+(in the backward: zero gradients to the transposed dispatch), so its peers never wait in
+a collective it skipped. After each phase the ranks all-reduce their OOM counts
+(``agree``): if any rank ran out of memory, every rank drops that phase's measurement and
+the rest of the case, frees memory, and goes on to the next case together.
 
-An OutOfMemoryError outside the guarded work (e.g. inside autograd's backward of the
-experts) is caught at the phase boundary; its peers may then wait in the backward's
-combine collective (NCCL/gloo timeout), a limitation stated in the README.
+An OutOfMemoryError outside the guarded work (the permutations, quantization and weighted
+sum around the collectives, forward or backward) is caught at the phase boundary only;
+its peers may then wait in their next collective until the process group's timeout, a
+limitation stated in the README.
 
-Tests inject an OOM with ``MOESCOPE_INJECT_OOM="rank=R,case=SUBSTRING,phase=NAME"``
+Tests inject an OOM with ``MOESCOPE_INJECT_OOM="rank=R,case=SUBSTRING,phase=NAME[,pass=P]"``
 (several joined by ``;``): the guarded work of that rank, phase and matching case id
-raises OutOfMemoryError.
+raises OutOfMemoryError, in the experts' forward (``pass=forward``, the default) or in
+autograd's backward of the experts (``pass=backward``, training phases).
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ import gc
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
 INJECT_ENV = "MOESCOPE_INJECT_OOM"
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -42,25 +47,28 @@ class OomState:
 STATE = OomState()
 
 
-def _injected() -> bool:
+def _injected(backward: bool) -> bool:
+    wanted = "backward" if backward else "forward"
     for spec in os.environ.get(INJECT_ENV, "").split(";"):
         fields = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
         if (fields and fields.get("rank") == str(STATE.rank)
                 and fields.get("phase") == STATE.phase
+                and fields.get("pass", "forward") == wanted
                 and fields.get("case", "") in STATE.case_id):
             return True
     return False
 
 
-def guarded(work: Callable[[], torch.Tensor], like: Callable[[], torch.Tensor]
-            ) -> torch.Tensor:
-    """``work()``, or ``like()`` (zeros of the same shape, cheap) once this rank has run
-    out of memory in the current phase."""
+def guarded(work: Callable[[], T], like: Callable[[], T], backward: bool = False) -> T:
+    """``work()``, or ``like()`` (zeros of the same shapes, cheap) once this rank has run
+    out of memory in the current phase. ``backward``: the work is a backward pass (for
+    the injection's ``pass``)."""
     if not STATE.hit:
         try:
-            if _injected():
+            if _injected(backward):
                 raise torch.OutOfMemoryError(
-                    f"injected by {INJECT_ENV} (rank {STATE.rank}, phase {STATE.phase})")
+                    f"injected by {INJECT_ENV} (rank {STATE.rank}, phase {STATE.phase}, "
+                    f"{'backward' if backward else 'forward'} pass)")
             return work()
         except torch.OutOfMemoryError:
             STATE.hit = True

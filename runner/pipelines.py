@@ -6,9 +6,11 @@ for one rank. A kernel library (DeepEP, TransformerEngine) would register anothe
   padded to 128 rows, tokens in stages, software-pipelined (runner/schedule.py): on CUDA
   the dispatch of stage i+1 and the combine of stage i-1 overlap the GEMMs of stage i on
   separate streams; on the CPU the same schedule runs one op after the other.
-- mega: the expert computation compiled with ``torch.compile`` on CUDA (eager on the
-  CPU, where compiling is slower than the whole test), quantized dispatch and padded
-  groups as staged, in one pass; on CUDA the whole layer is replayed as one CUDA graph.
+- mega: the whole layer through ``torch.compile`` on CUDA, its collectives functional
+  (traced into the graph), quantized dispatch and padded groups as staged, in one pass;
+  the OOM guard around the experts is its one graph break. On CUDA the layer is then
+  replayed as one CUDA graph (runner.graphs). The CPU runs it eagerly (a cold inductor
+  compile takes longer than the whole test run); tests/test_runner_mega.py compiles it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import torch
 
@@ -31,6 +33,7 @@ from runner.layer import (
     experts_grouped,
     experts_loop,
     experts_native,
+    guarded_experts,
     prepare,
     routed_pass,
 )
@@ -39,6 +42,7 @@ from runner.routing import Plan, rank_routing
 from runner.schedule import PHASES, Phase, handoff, pipeline_schedule, run_schedule
 
 Forward = Callable[[torch.Tensor, Experts], torch.Tensor]
+F = TypeVar("F", bound=Callable[..., torch.Tensor])
 STAGES = 4
 
 
@@ -53,6 +57,7 @@ class BuildContext:
     grouped_mm: bool
     dtype: torch.dtype = torch.bfloat16
     native_scaled: dict[str, bool] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what the build fell back on, for the case
 
 
 @dataclass(frozen=True)
@@ -133,32 +138,61 @@ def build_staged(ctx: BuildContext) -> Forward:
     return _staged(ctx, cfg, stages=min(STAGES, ctx.tokens))
 
 
-def compiled_or_eager(fn: ExpertFn) -> ExpertFn:
-    """``torch.compile(fn)``, falling back to ``fn`` (with a message) if compiling fails,
-    e.g. where Triton is missing: a case then runs eagerly instead of crashing the run."""
+def compiled_or_eager(fn: F, notes: list[str]) -> F:
+    """``torch.compile(fn)``, falling back to ``fn`` if compiling fails, e.g. where Triton
+    is missing: the rank warns, ``notes`` (the case's) says so, and the case runs eagerly
+    instead of crashing the run. Compiling happens at the first call, in the build's
+    warm-up on every rank alike (same code, same shapes), so the ranks fall back together.
+    Running out of memory is not a compile failure: it goes on to the OOM handling."""
     compiled = torch.compile(fn, dynamic=False)
-    current: list[ExpertFn] = [compiled]
+    current: list[F] = [cast(F, compiled)]
 
     def call(*args: Any) -> torch.Tensor:
         try:
             return current[0](*args)
+        except torch.OutOfMemoryError:
+            raise
         except Exception as exc:  # noqa: BLE001 - any compiler failure
             if current[0] is fn:
                 raise
-            print(f"warning: mega: torch.compile failed ({type(exc).__name__}: "
-                  f"{str(exc)[:200]}); running eagerly", file=sys.stderr)
+            message = (f"mega: torch.compile failed ({type(exc).__name__}: "
+                       f"{str(exc)[:200]}); the layer ran eagerly")
+            print(f"warning: {message}", file=sys.stderr)
+            notes.append(message)
             current[0] = fn
             return fn(*args)
 
-    return call
+    return cast(F, call)
 
 
 def build_mega(ctx: BuildContext) -> Forward:
+    return mega_forward(ctx, compile=ctx.device.type == "cuda")
+
+
+def mega_forward(ctx: BuildContext, compile: bool) -> Forward:
+    """The whole layer (quantized dispatch, 128-row groups, experts, combine) in one pass
+    through functional collectives, which torch.compile traces into its graph;
+    ``compile``: compiled. The OOM guard around the experts (``guarded_experts``) is the
+    one graph break: one graph up to it (dispatch, permutation), one after it (combine),
+    and the experts behind it compiled on their own. The break is called from this
+    frame, not from inside ``routed_pass``, because Dynamo splits every frame on the
+    call stack of a break."""
     fn = expert_fn(ctx, native=False)  # torch.compile of the emulated experts
-    if ctx.device.type == "cuda":
-        fn = compiled_or_eager(fn)
-    quantized = ctx.precision != "bf16"
-    return _one_pass(ctx, PassConfig(ctx.precision, quantized, True, fn, ctx.group))
+    if compile:
+        torch._dynamo.reset()  # each case compiles afresh (no recompile limit across cases)
+        fn = compiled_or_eager(fn, ctx.notes)
+    cfg = PassConfig(ctx.precision, ctx.precision != "bf16", True, fn, ctx.group,
+                     traceable=True)
+    (r,) = _routings(ctx, cfg, 1)
+
+    def layer(x: torch.Tensor, experts: Experts) -> torch.Tensor:
+        ordered = dispatch(x, r, cfg).index_select(0, r.order)
+        y = guarded_experts(ordered, r, experts, cfg)
+        out = torch.zeros_like(x)
+        combine(torch.empty_like(y).index_copy(0, r.order, y), r, cfg, out)
+        return out
+
+    return compiled_or_eager(layer, ctx.notes) if compile else layer
 
 
 REGISTRY: dict[str, Pipeline] = {
@@ -172,8 +206,11 @@ REGISTRY: dict[str, Pipeline] = {
                  f"stage i on separate streams (ordered by events); on the CPU the same "
                  f"schedule runs one op after the other"),
         Pipeline("mega", build_mega,
-                 "mega: experts through torch.compile on CUDA (eager on CPU), quantized "
-                 "dispatch, 128-row groups, one pass"),
+                 "mega: the whole layer through torch.compile on CUDA (eager on the CPU), "
+                 "the quantized dispatch and the combine as functional collectives traced "
+                 "into the graph, 128-row groups, one pass; one graph break, at the OOM "
+                 "guard around the experts (compiled on their own); on CUDA the layer is "
+                 "replayed as one CUDA graph where capture succeeds"),
     )
 }
 assert tuple(REGISTRY) == PIPELINES, "runner.model.PIPELINES must list the registry"

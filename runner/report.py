@@ -144,9 +144,11 @@ def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[RankOutcome],
 def _notes(facts: PlatformFacts, pipeline_notes: list[str], skipped: list[str],
            graph_notes: list[str]) -> dict[str, str]:
     if facts.cuda:
-        timing = ("CUDA events around I iterations per window (inference: CUDA-graph "
-                  "replays where capture succeeded); warm-up, then the maximum over ranks "
-                  "per window, median of the windows; forward, backward and combined "
+        timing = ("CUDA events around I iterations per window of CUDA-graph replays "
+                  "where capture succeeded on every rank (inference: the forward pass; "
+                  "training: the whole step, and forward and backward as two graphs), "
+                  "else eager (the case's graphNote says why); warm-up, then the maximum "
+                  "over ranks per window, median of the windows; forward, backward and combined "
                   "reduced separately (inference: the combined step is the forward pass, "
                   "one set of windows serves both).")
     else:

@@ -154,5 +154,5 @@ def test_skipped_case_is_in_the_notes(run: Run) -> None:
     note = run.report["meta"]["skippedNote"]
     assert SKIPPED in note and "needs 4 ranks, 2 available" in note
     assert f"skip {SKIPPED}" in run.result.stderr
-    assert "mega: experts through torch.compile on CUDA (eager on CPU)" in (
+    assert "mega: the whole layer through torch.compile on CUDA (eager on the CPU)" in (
         run.report["meta"]["pipelineNote"])

@@ -1,0 +1,187 @@
+"""What the timings replay: CUDA graphs of the measured steps where they can be captured,
+the eager steps otherwise, and whether a replay gives the eager result (graphAccepted).
+
+Capture follows PyTorch's CUDA-graph notes: a few eager iterations on a side stream
+(lazy initialisation, cuBLAS workspaces, NCCL communicators), then the capture on that
+same stream (``torch.cuda.make_graphed_callables`` does the same). Inference captures the
+forward pass. Training captures the whole step, forward + backward ("whole-network
+capture"), and also the forward and the backward as two graphs in one memory pool,
+captured in the order they replay, as ``make_graphed_callables`` does; so forward,
+backward and combined are each timed as replays. Gradients come out of
+``torch.autograd.grad`` as the graphs' static outputs (nothing accumulates into
+``.grad``).
+
+The layer's collectives are inside the graphs, so every rank must take the same path:
+the ranks all-reduce whether their capture succeeded and time eagerly together if any
+failed (the graph note says why). On the CPU there are no graphs: the eager steps run
+and graphAccepted is null.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import torch
+import torch.distributed as dist
+
+from runner.layer import Experts
+from runner.oom import STATE as OOM
+from runner.oom import free_memory
+
+GRAPH_TOLERANCE = 1e-3  # a graph replay against the eager result (atomics reorder sums)
+WARMUP = 3
+NO_GRAPHS = "no CUDA graphs on the CPU: graphAccepted is null"
+
+T = TypeVar("T")
+Layer = Callable[[torch.Tensor, Experts], torch.Tensor]
+
+
+@dataclass
+class Steps:
+    """The timed work: ``backward`` needs ``forward`` run before it (its untimed setup)."""
+
+    forward: Callable[[], None]
+    backward: Callable[[], None] | None  # None for inference
+    step: Callable[[], None]  # the combined step (inference: the forward pass)
+    accepted: bool | None  # the replays gave the eager results (None: no graphs)
+    note: str | None
+
+
+def relative_error(values: torch.Tensor, reference: torch.Tensor, group: Any) -> float:
+    """Relative Frobenius error of ``values`` against ``reference`` over all ranks."""
+    sums = torch.stack([((values.double() - reference) ** 2).sum(), (reference ** 2).sum()])
+    if group is not None:
+        dist.all_reduce(sums, group=group)
+    diff, norm = (float(v) for v in sums.cpu())
+    return 0.0 if diff == 0 else math.sqrt(diff / norm) if norm > 0 else math.inf
+
+
+def inference_steps(forward: Layer, experts: Experts, x: torch.Tensor, cuda: bool,
+                    group: Any) -> Steps:
+    """Call under ``torch.no_grad()``."""
+    def eager() -> None:
+        forward(x, experts)
+
+    if not cuda:
+        return Steps(eager, None, eager, None, NO_GRAPHS)
+    reference = [forward(x, experts).clone()]
+    side = torch.cuda.Stream()
+
+    def capture() -> tuple[torch.cuda.CUDAGraph, list[torch.Tensor]]:
+        graph, y = _captured(lambda: forward(x, experts), side, WARMUP)
+        return graph, [y]
+
+    captured, note = agree_on_capture(capture, group, x.device)
+    if captured is None:
+        return Steps(eager, None, eager, None, note)
+    graph, outputs = captured
+    return Steps(graph.replay, None, graph.replay,
+                 _replays_match([(graph.replay, outputs)], reference, group), None)
+
+
+def training_steps(forward: Layer, experts: Experts, x: torch.Tensor,
+                   grad_out: torch.Tensor, cuda: bool, group: Any) -> Steps:
+    """``x`` and the experts' weights require grad."""
+    inputs = [x, *experts.parameters()]
+    live: dict[str, torch.Tensor] = {}
+
+    def eager_forward() -> None:
+        for t in inputs:
+            t.grad = None
+        live["y"] = forward(x, experts)
+
+    def eager_backward() -> None:
+        live.pop("y").backward(grad_out)
+
+    def eager_step() -> None:
+        eager_forward()
+        eager_backward()
+
+    if not cuda:
+        return Steps(eager_forward, eager_backward, eager_step, None, NO_GRAPHS)
+
+    def step() -> list[torch.Tensor]:
+        y = forward(x, experts)
+        return [y, *torch.autograd.grad(y, inputs, grad_out)]
+
+    reference = [t.detach().clone() for t in step()]
+    side = torch.cuda.Stream()
+
+    def capture() -> tuple[list[torch.cuda.CUDAGraph], list[torch.Tensor], list[torch.Tensor]]:
+        step_graph, step_out = _captured(step, side, WARMUP)
+        pool = torch.cuda.graph_pool_handle()
+        # The step's warm-up ran these kernels already; the backward graph differentiates
+        # the forward graph's static output.
+        fwd_graph, y = _captured(lambda: forward(x, experts), side, 0, pool)
+        bwd_graph, grads = _captured(lambda: torch.autograd.grad(y, inputs, grad_out), side,
+                                     0, pool)
+        return [step_graph, fwd_graph, bwd_graph], step_out, [y.detach(), *grads]
+
+    captured, note = agree_on_capture(capture, group, x.device)
+    if captured is None:
+        return Steps(eager_forward, eager_backward, eager_step, None, note)
+    (step_graph, fwd_graph, bwd_graph), step_out, split_out = captured
+
+    def forward_then_backward() -> None:
+        fwd_graph.replay()
+        bwd_graph.replay()
+
+    accepted = _replays_match([(step_graph.replay, step_out),
+                               (forward_then_backward, split_out)], reference, group)
+    return Steps(fwd_graph.replay, bwd_graph.replay, step_graph.replay, accepted, None)
+
+
+def _captured(work: Callable[[], T], side: torch.cuda.Stream, warmup: int,
+              pool: Any = None) -> tuple[torch.cuda.CUDAGraph, T]:
+    """``work`` run ``warmup`` times on ``side``, then captured there; its result holds
+    the graph's static outputs."""
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            work()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool, stream=side):
+        result = work()
+    return graph, result
+
+
+def agree_on_capture(capture: Callable[[], T], group: Any, device: torch.device
+                   ) -> tuple[T | None, str | None]:
+    """``capture()`` where it succeeded on every rank, else None and the reason. An OOM
+    counts as a failure here (and is flagged for the phase's OOM agreement), so that
+    every rank still reaches the all-reduce that decides."""
+    result: T | None = None
+    note = None
+    try:
+        result = capture()
+    except torch.OutOfMemoryError:
+        OOM.hit = True
+        note = "out of memory during CUDA graph capture; timed eagerly"
+    except RuntimeError as exc:
+        note = f"CUDA graph capture failed ({str(exc)[:200]}); timed eagerly"
+    if result is None and device.type == "cuda":
+        torch.cuda.synchronize(device)
+        free_memory()
+    ok = torch.tensor([int(result is not None)], device=device)
+    if group is not None:
+        dist.all_reduce(ok, op=dist.ReduceOp.MIN, group=group)
+    if int(ok.item()):
+        return result, None
+    return None, note or "CUDA graph capture failed on another rank; timed eagerly"
+
+
+def _replays_match(replays: Sequence[tuple[Callable[[], None], list[torch.Tensor]]],
+                   reference: list[torch.Tensor], group: Any) -> bool:
+    """Each replay's static outputs against the eager ``reference``, within
+    GRAPH_TOLERANCE on every tensor (over all ranks)."""
+    errors = []
+    for replay, outputs in replays:
+        replay()
+        torch.cuda.synchronize()
+        errors += [relative_error(got, want.double(), group)
+                   for got, want in zip(outputs, reference, strict=True)]
+    return max(errors) <= GRAPH_TOLERANCE
