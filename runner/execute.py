@@ -30,8 +30,9 @@ from runner.timing import Windows, time_windows
 
 # Relative error bound of the layer against its float64 reference (Frobenius norm over
 # all ranks; training: the worst of the output and every gradient). bf16 rounds inputs,
-# weights, the hidden activation and outputs at 2^-9; mxfp8 adds e4m3's 2^-4 steps (and
-# its saturation at 448 within a block); nvfp4's e2m1 has one mantissa bit.
+# weights, the hidden activation and outputs at 2^-9; mxfp8 adds e4m3's 2^-4 steps (its
+# power-of-two block scale rounds up, so nothing saturates); nvfp4's e2m1 has one mantissa
+# bit.
 ERROR_BOUNDS = {"bf16": 2e-2, "mxfp8": 1.2e-1, "nvfp4": 3.5e-1}
 NVLINK_SECONDS = 1.0
 
