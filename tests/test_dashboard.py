@@ -254,6 +254,9 @@ def test_reports_page_lists_newest_first_and_searches(
     rows = data.report_list(session)
     assert [r["id"] for r in rows] == [second, first]
     assert rows[0]["caseCount"] == 63 and rows[0]["bestPercentOfPeak"] is not None
+    assert rows[0]["runId"] == (reference["meta"].get("runId") or "")
+    listed = texts(pages["reports"].reports_table(rows))
+    assert f"#{second}" in listed and f"#{first}" in listed
     found = pages["reports"].search("other gpu")
     assert "Other GPU <b>bold</b>" in texts(found) and reference["meta"]["gpu"] not in texts(found)
     assert "No report matches the search." in texts(pages["reports"].search("nothing-like-it"))

@@ -175,6 +175,7 @@ def test_reports_page_lists_posted_reports(page: Callable[[str], WebDriver],
     text = table[0].text
     assert "NVIDIA Blackwell Ultra / GB300 NVL72" in text
     assert "<img src=x onerror=\"window.__pwned = 3\">GPU" in text  # shown, not parsed
+    assert "over-the-cap" in text and "script-notes" in text  # run ids tell reports apart
     hrefs = {a.get_attribute("href") for a in table[0].find_elements(By.TAG_NAME, "a")}
     assert hrefs == {f"{server[0].url}/reports/{i}" for i in server[1].values()}
     shot(driver, "reports")

@@ -111,7 +111,8 @@ def report_list(session: Session, q: str | None = None) -> list[dict[str, Any]]:
     rows, _ = reports_repo.list_reports(session, limit=REPORT_LIST_LIMIT, offset=0,
                                         q=q or None)
     return [{
-        "id": row.id, "date": row.date, "gpu": row.gpu, "source": row.source or "",
+        "id": row.id, "date": row.date, "gpu": row.gpu, "runId": row.run_id or "",
+        "source": row.source or "",
         "caseCount": row.case_count, "bestPercentOfPeak": row.best_percent_of_peak,
         "ingestedAt": row.created_at.strftime("%Y-%m-%d %H:%M UTC"),
     } for row in rows]

@@ -29,11 +29,13 @@ def empty_state() -> html.Div:
 def reports_table(rows: list[dict[str, Any]]) -> html.Div | html.Table:
     if not rows:
         return html.Div("No report matches the search.", className="muted")
-    header = ["date", "GPU", "source", "cases", "best % of peak", "ingested at"]
+    # The report number and run id tell apart reports of the same day, GPU and source.
+    header = ["report", "date", "GPU", "run id", "source", "cases", "best % of peak",
+              "ingested at"]
     body = [[
-        dcc.Link(row["date"], href=data.report_href(row["id"])),
-        row["gpu"], row["source"], str(row["caseCount"]), percent(row["bestPercentOfPeak"]),
-        row["ingestedAt"],
+        dcc.Link(f"#{row['id']}", href=data.report_href(row["id"])),
+        row["date"], row["gpu"], row["runId"], row["source"], str(row["caseCount"]),
+        percent(row["bestPercentOfPeak"]), row["ingestedAt"],
     ] for row in rows]
     return table(header, body, id="reports-table")
 
