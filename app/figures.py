@@ -369,7 +369,17 @@ def memory_spec(cases: Sequence[Case], meta: Meta) -> Spec:
                      "arrayminus": [mid - lo for lo, mid, _ in stats]},
         ))
     axis = _case_axis(cases)
-    bare = {**axis, "title": None}
+    # The panels share the case axis; only the bottom one labels it (a label under an
+    # upper panel would run into the panel below).
+    bare = {**axis, "title": None, "showticklabels": False}
+    annotations = [
+        _panel_title("PyTorch peaks: allocated (filled), reserved (open)", 0.5, 0.95),
+        _panel_title("Arena: slot (solid) + scratch (light), stacked", 0.5, 0.61),
+        _panel_title("Training saved bytes per rank: mean, bar min-max", 0.5, 0.27),
+    ]
+    if not any(c.get("savedBytes") for c in cases):
+        annotations.append({**_panel_title("no training case in view", 0.5, 0.12),
+                            "font": {"size": 12, "color": "#6b7280"}})
     layout = _layout(
         "Memory", "peak GiB", height=860, barmode="stack",
         xaxis={**bare, "anchor": "y", "matches": "x3"},
@@ -378,11 +388,7 @@ def memory_spec(cases: Sequence[Case], meta: Meta) -> Spec:
         yaxis={"title": _title("peak GiB"), "domain": [0.7, 0.95]},
         yaxis2={"title": _title("arena GiB"), "domain": [0.36, 0.61]},
         yaxis3={"title": _title("saved GiB per rank"), "domain": [0.0, 0.27]},
-        annotations=[
-            _panel_title("PyTorch peaks: allocated (filled), reserved (open)", 0.5, 0.95),
-            _panel_title("Arena: slot (solid) + scratch (light), stacked", 0.5, 0.61),
-            _panel_title("Training saved bytes per rank: mean, bar min-max", 0.5, 0.27),
-        ],
+        annotations=annotations,
     )
     return figure(data, layout)
 
@@ -398,7 +404,9 @@ def routing_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     data: list[Trace] = [{
         "type": "heatmap", "z": z, "x": list(range(ranks)), "y": ids, "name": "received rows",
         "colorscale": "Viridis", "hoverongaps": False, "xaxis": "x", "yaxis": "y",
-        "colorbar": {"title": _title("rows"), "x": 0.74, "ticklabeloverflow": "allow"},
+        # Between the panels, clear of both: the heatmap ends at 0.64, the dots start at 0.8.
+        "colorbar": {"title": _title("rows"), "x": 0.66, "xanchor": "left", "thickness": 14,
+                     "ticklabeloverflow": "allow"},
         "hovertemplate": "<b>%{y}</b><br>rank %{x}: %{z} rows received<extra></extra>",
     }]
     for key, group in _grouped(cases).items():
@@ -414,8 +422,8 @@ def routing_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     layout = _layout(
         "Routing: rows received per rank, and the observed imbalance", "case",
         height=max(420, min(1400, 14 * len(cases) + 140)),
-        xaxis={"title": _title("rank"), "domain": [0.0, 0.7], "anchor": "y"},
-        xaxis2={"title": _title("observed imbalance (max / mean rows)"),
+        xaxis={"title": _title("rank"), "domain": [0.0, 0.64], "anchor": "y"},
+        xaxis2={"title": _title("imbalance (max / mean rows)"),
                 "domain": [0.8, 1.0], "anchor": "y2"},
         yaxis={**y_axis, "title": _title("case, in view order (hover for the id)")},
         yaxis2={**y_axis, "matches": "y", "anchor": "x2", "showticklabels": False},
@@ -472,9 +480,18 @@ def scaling_spec(cases: Sequence[Case], meta: Meta) -> Spec:
                 yaxis="y" + axis,
             ))
             shown.add(name)
+    # A panel without a line keeps its axes and says why it is empty.
+    annotations = []
+    for axis, label, middle in (("", "F", 0.23), ("2", "EP", 0.77)):
+        if not any(t.get("xaxis") == "x" + axis for t in data):
+            data.append({"type": "scatter", "x": [], "y": [], "showlegend": False,
+                         "hoverinfo": "skip", "xaxis": "x" + axis, "yaxis": "y" + axis})
+            annotations.append({
+                **_panel_title(f"no cases in view differ only in {label}", middle, 0.5),
+                "yanchor": "middle", "font": {"size": 12, "color": "#6b7280"}})
     layout = _layout(
         "Scaling of useful throughput (each line: one matching configuration)",
-        "useful TFLOP/s per GPU",
+        "useful TFLOP/s per GPU", annotations=annotations,
         xaxis={"title": _title("expert width F"), "type": "log", "domain": [0.0, 0.46],
                "anchor": "y", "tickvals": sorted({c["F"] for c in cases})},
         xaxis2={"title": _title("EP (ranks)"), "type": "log", "domain": [0.54, 1.0],

@@ -324,3 +324,31 @@ def test_the_dashboards_plotly_bundle_draws_every_trace_the_builders_make(
     specs += [spec for case in cases for spec in figures.case_specs(case).values()]
     used = {trace["type"] for spec in specs for trace in spec["data"]}
     assert used and used <= registered, used - registered
+
+
+def test_memory_panels_of_a_small_inference_view(
+    cases: list[dict[str, Any]], reference: dict[str, Any]
+) -> None:
+    """Few cases: their ids label the bottom panel only; no training case: panel 3 says so."""
+    inference = [c for c in cases if c["mode"] == "inference"][:6]
+    layout = figures.memory_spec(inference, reference["meta"])["layout"]
+    assert layout["xaxis3"]["ticktext"] == [c["id"] for c in inference]
+    assert layout["xaxis"]["showticklabels"] is False
+    assert layout["xaxis2"]["showticklabels"] is False
+    notes = [a["text"] for a in layout["annotations"]]
+    assert "no training case in view" in notes
+    mixed = figures.memory_spec(cases, reference["meta"])["layout"]
+    assert "no training case in view" not in [a["text"] for a in mixed["annotations"]]
+
+
+def test_an_empty_scaling_panel_says_why(
+    cases: list[dict[str, Any]], reference: dict[str, Any]
+) -> None:
+    one_f = [c for c in cases if c["category"] == "single_layer" and c["ep"] == 8]
+    assert {c["F"] for c in one_f} == {3072}  # nothing varies F alone here; EP is fixed too
+    spec = figures.scaling_spec(one_f, reference["meta"])
+    notes = {a["text"] for a in spec["layout"]["annotations"]}
+    assert notes == {"no cases in view differ only in F", "no cases in view differ only in EP"}
+    assert {t["xaxis"] for t in spec["data"]} == {"x", "x2"}  # both panels keep their axes
+    full = figures.scaling_spec(cases, reference["meta"])
+    assert full["layout"]["annotations"] == []
