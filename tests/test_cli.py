@@ -159,3 +159,24 @@ def test_commands_on_an_unmigrated_database_say_what_to_do(
 
     assert main(["db", "upgrade", "--database-url", url]) == 0
     assert main(["token", "create", "x", "--scope", "read", "--database-url", url]) == 0
+
+
+def test_serve_serves_the_database_it_was_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    from app.core.config import get_settings
+    from app.core.db import get_engine
+
+    url = f"sqlite:///{tmp_path / 'served.db'}"
+    monkeypatch.setenv("MOESCOPE_DATABASE_URL", f"sqlite:///{tmp_path / 'other.db'}")
+    get_settings.cache_clear()
+    served: list[str] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: served.append(
+        str(get_engine().url)))
+    try:
+        assert main(["serve", "--database-url", url]) == 0
+    finally:
+        get_settings.cache_clear()  # monkeypatch restores the environment; forget ours
+    assert served == [url]
