@@ -6,6 +6,7 @@ import copy
 import csv
 import importlib
 import io
+import subprocess
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
@@ -84,6 +85,16 @@ def test_filters_round_trip_through_the_url() -> None:
         ep=[8], F=[3072, 1536])
     assert data.filters_from_controls([["inference"], None, [], [], [], ["6144"], ["1.0"]]) \
         == CaseFilter(mode=["inference"], F=[6144], imbalance=[1.0])
+
+
+def test_load_commands_expand_the_token_in_a_shell() -> None:
+    """Pasted into a shell, the curl command sends the token, not its variable's name."""
+    curl = next(c for c in data.load_commands("$MOESCOPE_URL") if c.startswith("curl "))
+    out = subprocess.run(["bash", "-c", "printf '%s\\n' " + curl.removeprefix("curl ")],
+                         capture_output=True, text=True, check=True,
+                         env={"MOESCOPE_TOKEN": "s3cret", "MOESCOPE_URL": "http://h"}).stdout
+    assert "Authorization: Bearer s3cret" in out.splitlines()
+    assert "http://h/api/v1/reports" in out.splitlines()
 
 
 def test_links_are_built_from_quoted_ids() -> None:

@@ -123,7 +123,8 @@ def load_commands(base_url: str) -> list[str]:
     return [
         "moescope ingest report.json",
         "moescope ingest --url " + base_url + " --token $MOESCOPE_TOKEN report.json",
-        "curl -X POST " + base_url + "/api/v1/reports -H 'Authorization: Bearer $MOESCOPE_TOKEN'"
+        # Double quotes: the shell must expand $MOESCOPE_TOKEN (single quotes sent it as is).
+        "curl -X POST " + base_url + '/api/v1/reports -H "Authorization: Bearer $MOESCOPE_TOKEN"'
         " -H 'Content-Type: application/json' --data-binary @report.json",
     ]
 
