@@ -130,8 +130,32 @@ _TEMPLATE: dict[str, Any] = {"layout": {
 }}
 
 
-def figure(data: Sequence[Trace], layout: dict[str, Any]) -> Spec:
+def figure(data: Sequence[Trace], layout: dict[str, Any], *,
+           empty: str | None = None) -> Spec:
+    """The spec; ``empty`` is what the chart says in its middle when it has no point to
+    draw (no case in view, or none with the charted value): blank axes alone read as a
+    drawing failure, or as values of zero."""
+    if empty is not None and not _has_points(data):
+        note = {"text": empty, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
+                "showarrow": False, "font": {"size": 14, "color": "#6b7280"}}
+        layout = {**layout, "annotations": [*layout.get("annotations", []), note]}
     return {"data": list(data), "layout": {"template": _TEMPLATE, **layout}}
+
+
+def _has_points(data: Sequence[Trace]) -> bool:
+    for trace in data:
+        if trace.get("type") == "heatmap":
+            if any(v is not None for row in trace["z"] for v in row):
+                return True
+        elif any(x is not None and y is not None
+                 for x, y in zip(trace.get("x", []), trace.get("y", []), strict=False)):
+            return True
+    return False
+
+
+def _missing(cases: Sequence[Case], what: str) -> str:
+    """The empty chart's message: no case at all, or none with ``what``."""
+    return f"no case in view has {what}" if cases else "no case in view"
 
 
 def to_figure(spec: Spec) -> go.Figure:
@@ -212,7 +236,8 @@ def throughput_spec(cases: Sequence[Case], meta: Meta) -> Spec:
         lambda c: c.get("layerMS"),
     )
     return figure(data, _layout("Useful throughput per GPU", "useful TFLOP/s per GPU",
-                                xaxis=_case_axis(cases)))
+                                xaxis=_case_axis(cases)),
+                  empty=_missing(cases, "a useful throughput"))
 
 
 def percent_of_peak_spec(cases: Sequence[Case], meta: Meta) -> Spec:
@@ -227,7 +252,8 @@ def percent_of_peak_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     shapes, notes = _hline(100.0, "100 % of peak")
     return figure(data, _layout(
         "Useful throughput as % of the precision's theoretical peak", "% of theoretical peak",
-        xaxis=_case_axis(cases), shapes=shapes, annotations=notes))
+        xaxis=_case_axis(cases), shapes=shapes, annotations=notes),
+        empty=_missing(cases, "a theoretical peak for its precision"))
 
 
 def _window_range(case: Case) -> tuple[float, float]:
@@ -269,7 +295,7 @@ def layer_time_spec(cases: Sequence[Case], meta: Meta) -> Spec:
         })
     return figure(data, _layout("Layer time: forward + backward (bars: windows min-max)",
                                 "time per layer (ms)", xaxis=_case_axis(cases),
-                                barmode="stack"))
+                                barmode="stack"), empty=_missing(cases, "a layer time"))
 
 
 def nvlink_spec(cases: Sequence[Case], meta: Meta) -> Spec:
@@ -299,7 +325,7 @@ def nvlink_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     return figure(data, _layout(
         "NVLink TX (filled) and RX (open): mean over ranks, bar up to the max rank",
         "NVLink GB/s per direction", xaxis=_case_axis(cases), shapes=shapes,
-        annotations=notes))
+        annotations=notes), empty=_missing(cases, "NVLink counters"))
 
 
 def hbm_spec(cases: Sequence[Case], meta: Meta) -> Spec:
@@ -313,7 +339,8 @@ def hbm_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     shapes, notes = _hline(peak, f"HBM peak {_fmt(peak)} GB/s")
     return figure(data, _layout("Analytical HBM bandwidth (useful bytes / layer time)",
                                 "HBM GB/s", xaxis=_case_axis(cases), shapes=shapes,
-                                annotations=notes))
+                                annotations=notes),
+                  empty=_missing(cases, "an analytical HBM bandwidth"))
 
 
 def _saved_stats(case: Case) -> tuple[float, float, float]:
@@ -348,7 +375,9 @@ def memory_spec(cases: Sequence[Case], meta: Meta) -> Spec:
                         lambda c: (c.get("arenaBytes") or 0) / GIB)
         for field, opacity in (("slotBytes", 1.0), ("scratchBytes", 0.5)):
             data.append({
-                "type": "bar", "x": x, "y": [(c.get(field) or 0) / GIB for c in group],
+                # A missing size draws no bar: a bar of 0 GiB would claim a measurement.
+                "type": "bar", "x": x,
+                "y": [None if c.get(field) is None else c[field] / GIB for c in group],
                 "name": f"{name} {field[:-5]}", "legendgroup": name, "showlegend": False,
                 "opacity": opacity, "marker": _bar_marker(key), "xaxis": "x2", "yaxis": "y2",
                 "customdata": arena, "hovertemplate": _template(
@@ -377,6 +406,14 @@ def memory_spec(cases: Sequence[Case], meta: Meta) -> Spec:
         _panel_title("Arena: slot (solid) + scratch (light), stacked", 0.5, 0.61),
         _panel_title("Training saved bytes per rank: mean, bar min-max", 0.5, 0.27),
     ]
+    empty_panels = (
+        (("allocatedPeakGiB", "reservedPeakGiB"), _missing(cases, "PyTorch peaks"), 0.8),
+        (("slotBytes", "scratchBytes"), _missing(cases, "arena sizes"), 0.46),
+    )
+    for fields, message, y in empty_panels:
+        if not any(c.get(f) is not None for c in cases for f in fields):
+            annotations.append({**_panel_title(message, 0.5, y),
+                                "font": {"size": 12, "color": "#6b7280"}})
     if not any(c.get("savedBytes") for c in cases):
         annotations.append({**_panel_title("no training case in view", 0.5, 0.12),
                             "font": {"size": 12, "color": "#6b7280"}})
@@ -428,7 +465,7 @@ def routing_spec(cases: Sequence[Case], meta: Meta) -> Spec:
         yaxis={**y_axis, "title": _title("case, in view order (hover for the id)")},
         yaxis2={**y_axis, "matches": "y", "anchor": "x2", "showticklabels": False},
     )
-    return figure(data, layout)
+    return figure(data, layout, empty=_missing(cases, "received rows per rank"))
 
 
 _CONFIG_FIELDS = ("mode", "category", "ep", "precision", "pipeline", "F", "imbalance")
@@ -512,7 +549,8 @@ def arithmetic_intensity_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     return figure(data, _layout(
         "Arithmetic intensity against throughput", "useful TFLOP/s per GPU",
         xaxis={"title": _title("forward FLOP per logical payload byte (rank 0)"),
-               "type": "log"}))
+               "type": "log"}),
+        empty=_missing(cases, "forward FLOP per logical payload byte"))
 
 
 def throughput(cases: Sequence[Case], meta: Meta) -> go.Figure:

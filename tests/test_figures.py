@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -352,3 +353,47 @@ def test_an_empty_scaling_panel_says_why(
     assert {t["xaxis"] for t in spec["data"]} == {"x", "x2"}  # both panels keep their axes
     full = figures.scaling_spec(cases, reference["meta"])
     assert full["layout"]["annotations"] == []
+
+
+OPTIONAL_MEASURES = ("nvlinkTXGBps", "nvlinkRXGBps", "nvlinkMaxTXGBps", "nvlinkMaxRXGBps",
+                     "analyticalHBMGBps", "slotBytes", "scratchBytes", "arenaBytes",
+                     "allocatedPeakGiB", "reservedPeakGiB",
+                     "forwardFlopsPerLogicalPayloadByteRank0")
+
+
+def chart_notes(cases: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, set[str]]:
+    return {chart.key: {a["text"] for a in chart.spec(cases, meta)["layout"]
+                        .get("annotations", [])} for chart in figures.CHARTS}
+
+
+def test_an_empty_chart_says_why(reference: dict[str, Any]) -> None:
+    """No case in view, or none with the chart's optional measure: the chart says so
+    instead of showing bare axes (or zero-height arena bars for sizes never measured)."""
+    none = chart_notes([], reference["meta"])
+    for key in ("throughput", "percent-of-peak", "layer-time", "nvlink", "hbm", "routing",
+                "intensity"):
+        assert "no case in view" in none[key], key
+    assert {"no case in view", "no training case in view"} <= none["memory"]
+
+    bare = copy.deepcopy(reference)
+    for raw in bare["cases"]:
+        for name in OPTIONAL_MEASURES:
+            raw.pop(name, None)
+        raw["receiveRows"] = []
+    bare["meta"]["theoreticalTFPerGPU"] = {}
+    cases = view_cases(bare)
+    notes = chart_notes(cases, bare["meta"])
+    assert "no case in view has NVLink counters" in notes["nvlink"]
+    assert "no case in view has an analytical HBM bandwidth" in notes["hbm"]
+    assert "no case in view has received rows per rank" in notes["routing"]
+    assert "no case in view has forward FLOP per logical payload byte" in notes["intensity"]
+    assert "no case in view has a theoretical peak for its precision" in \
+        notes["percent-of-peak"]
+    assert {"no case in view has PyTorch peaks", "no case in view has arena sizes"} <= \
+        notes["memory"]
+    arena = [t for t in figures.memory_spec(cases, bare["meta"])["data"]
+             if t.get("yaxis") == "y2"]
+    assert arena and all(y is None for t in arena for y in t["y"])
+    # Drawn charts say nothing of the kind.
+    full = chart_notes(view_cases(reference), reference["meta"])
+    assert not any(n.startswith("no case in view") for ns in full.values() for n in ns)
