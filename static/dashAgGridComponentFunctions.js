@@ -21,3 +21,16 @@ dagcomponentfuncs.CaveatBadges = function (props) {
     }, code);
   }));
 };
+
+// The case table's numbers: integers in full (F=12288, not 1.229e+4), others to 4
+// significant digits, never in exponent notation. d3's ",.4~g" turned every value of
+// 10,000 or more into an exponent, rounding a configuration's F away.
+var dagfuncs = (window.dashAgGridFunctions = window.dashAgGridFunctions || {});
+
+dagfuncs.caseNumber = function (value) {
+  if (value == null || typeof value !== "number") {
+    return value == null ? "" : String(value);
+  }
+  return Number.isInteger(value) ? value.toLocaleString("en-US")
+    : value.toLocaleString("en-US", { maximumSignificantDigits: 4 });
+};

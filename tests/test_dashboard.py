@@ -393,3 +393,14 @@ def test_dashboard_is_served_at_the_root_beside_the_api(app_client: TestClient) 
     assert app_client.get("/api/v1/reports").json()["total"] == 0
     missing = app_client.get("/api/v1/no-such-route")
     assert missing.status_code == 404 and missing.json()["error"]
+
+
+def test_the_case_tables_numbers_use_the_digit_keeping_formatter(
+        pages: dict[str, ModuleType]) -> None:
+    """d3's ',.4~g' showed F=12288 as 1.229e+4; static/'s caseNumber keeps the digits
+    (tested in the browser: test_the_case_tables_numbers_keep_their_digits)."""
+    numeric = [c for c in pages["report"].COLUMN_DEFS
+               if c.get("filter") == "agNumberColumnFilter"]
+    assert {c["field"] for c in numeric} >= {"ep", "F", "usefulTFPerGPU", "layerMS"}
+    assert all(c["valueFormatter"] == {"function": "caseNumber(params.value)"}
+               for c in numeric)

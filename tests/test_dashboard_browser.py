@@ -290,3 +290,13 @@ def test_a_report_over_the_chart_cap_says_so(page: Callable[[str], WebDriver],
     assert driver.find_element(By.ID, "report-count").text == \
         f"{BIG_CASES} of {BIG_CASES} cases in view"
     shot(driver, "report-over-the-cap")
+
+
+def test_the_case_tables_numbers_keep_their_digits(browser: WebDriver) -> None:
+    """The grid's number formatter (static/): F=12288 must not read 1.229e+4."""
+    browser.get("about:blank")
+    script = (REPO / "static" / "dashAgGridComponentFunctions.js").read_text()
+    shown = browser.execute_script(
+        script + "; return [12288, 1.0, 12345.6, 45.61234, 0.000123456, null]"
+        ".map(v => window.dashAgGridFunctions.caseNumber(v));")
+    assert shown == ["12,288", "1", "12,350", "45.61", "0.0001235", ""]

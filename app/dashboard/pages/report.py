@@ -87,8 +87,8 @@ COLUMN_DEFS: list[dict[str, Any]] = [
     {"field": name, "headerName": label, **(
         {"cellRenderer": "CaseLink", "pinned": "left", "minWidth": 320} if name == "id" else
         {"cellRenderer": "CaveatBadges", "minWidth": 240} if name == "caveats" else
-        {"filter": "agNumberColumnFilter", "valueFormatter": {
-            "function": "params.value == null ? '' : d3.format(',.4~g')(params.value)"}}
+        {"filter": "agNumberColumnFilter",
+         "valueFormatter": {"function": "caseNumber(params.value)"}}  # see static/
         if name not in ("mode", "precision", "pipeline", "category") else {}
     )}
     for name, label in data.TABLE_COLUMNS
