@@ -664,7 +664,8 @@ _MEMORY_FIELDS = (
 
 def case_memory_spec(case: Case) -> Spec:
     labels = [label for _, label in _MEMORY_FIELDS] + ["allocated peak", "reserved peak"]
-    values = [(case.get(f) or 0) / GIB for f, _ in _MEMORY_FIELDS] + [
+    # A size the runner did not measure draws no bar, rather than one of 0 GiB.
+    values = [None if case.get(f) is None else case[f] / GIB for f, _ in _MEMORY_FIELDS] + [
         case.get("allocatedPeakGiB"), case.get("reservedPeakGiB")]
     bar = _case_bar(case, labels, values, "memory", "%{x}: %{y:.3f} GiB<extra></extra>")
     return figure([bar], _layout("Memory breakdown", "GiB", height=360,

@@ -345,6 +345,13 @@ def test_case_page_shows_every_field(
     assert "Not found" in texts(pages["case"].layout(str(reference_id), "no-such-case"))
 
 
+def test_a_case_size_never_measured_draws_no_bar(reference: dict[str, Any]) -> None:
+    case = {**reference["cases"][0], "slotBytes": None, "hostScratchBytes": 0}
+    bar = figures.case_memory_spec(case)["data"][0]
+    sizes = dict(zip(bar["x"], bar["y"], strict=True))
+    assert sizes["arena slot"] is None and sizes["host scratch"] == 0
+
+
 def test_compare_matches_cases_and_flags_changes(
     session: Session, reference: dict[str, Any], pages: dict[str, ModuleType]
 ) -> None:
@@ -375,6 +382,16 @@ def test_compare_matches_cases_and_flags_changes(
     # Cases, not fields: the faster case improves in throughput and in % of peak.
     assert "62 matched case(s); 1 with a regression and 1 with an improvement over 5 %." \
         in texts(view)
+
+    # The pickers tell the runs apart; a report that does not exist is named, not dropped.
+    labels = [o["label"] for o in data.report_options(session)]
+    assert any(label.startswith(f"#{head} ") and "· head" in label for label in labels)
+    page = pages["compare"].layout(str(base), "999999")
+    assert find(page, "compare-missing").children == "head report 999999 does not exist"
+    assert find(pages["compare"].layout(str(base), str(head)), "compare-missing") is None
+    assert texts(find(page, "compare-head")) == [] and find(page, "compare-head").value is None
+    assert texts(find(pages["report"].layout(str(head)), "report-run-id")) == ["run ", "head"]
+    assert find(pages["report"].layout(str(base)), "report-run-id") is None  # no runId
 
 
 @pytest.fixture

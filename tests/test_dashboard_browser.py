@@ -262,6 +262,9 @@ def test_compare_page_renders(page: Callable[[str], WebDriver],
     assert summary[0].text.startswith("63 matched case(s); 1 with a regression")
     assert len(driver.find_elements(By.CSS_SELECTOR, "#compare-table td.regression")) == 1
     shot(driver, "compare")
+    driver = page(f"/compare?base={ids['reference']}&head=999999")
+    missing = wait_for(driver, lambda d: d.find_elements(By.ID, "compare-missing"), "notice")
+    assert missing[0].text == "head report 999999 does not exist"
 
 
 def test_script_bearing_notes_run_nothing(page: Callable[[str], WebDriver],

@@ -138,6 +138,7 @@ class ReportHeader:
     date: str
     gpu: str
     source: str
+    run_id: str
     shape: dict[str, Any]
     peaks: list[tuple[str, str]]
     case_count: int
@@ -157,6 +158,7 @@ def _header(row: Any) -> ReportHeader:
         if meta.get(key) is not None:
             peaks.append((label, f"{meta[key]:g} GB/s"))
     return ReportHeader(id=row.id, date=row.date, gpu=row.gpu, source=row.source or "",
+                        run_id=row.run_id or "",
                         shape=dict(meta.get("shape") or {}), peaks=peaks,
                         case_count=row.case_count)
 
@@ -479,5 +481,6 @@ def report_cases(session: Session, report_id: int) -> list[Case]:
 
 def report_options(session: Session) -> list[dict[str, Any]]:
     """Picker options for the compare page: newest first."""
-    return [{"label": f"#{r['id']} {r['date']} {r['gpu']} ({r['caseCount']} cases)",
+    return [{"label": f"#{r['id']} {r['date']} {r['gpu']}"
+                      + (f" · {r['runId']}" if r["runId"] else "") + f" ({r['caseCount']} cases)",
              "value": r["id"]} for r in report_list(session)]

@@ -73,8 +73,15 @@ def layout(base: str | None = None, head: str | None = None, **_: Any) -> html.D
     with data.session_scope() as session:
         options = data.report_options(session)
     b, h = parse_report_id(base) if base else None, parse_report_id(head) if head else None
+    # A requested report the pickers cannot hold would just vanish from them: say so.
+    known = {o["value"] for o in options}
+    missing = [f"{role} report {raw} does not exist" for role, raw, rid in
+               (("base", base, b), ("head", head, h)) if raw and rid not in known]
+    b, h = (b if b in known else None), (h if h in known else None)
     return html.Div([
         html.H1("Compare two reports"),
+        *([html.Div("; ".join(missing), id="compare-missing", className="cap-banner")]
+          if missing else []),
         html.Div([
             html.Label([html.Span("base"), dcc.Dropdown(id="compare-base", options=options,
                                                         value=b, clearable=False)],

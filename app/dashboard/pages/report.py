@@ -35,6 +35,7 @@ def header(h: data.ReportHeader) -> html.Div:
         html.Div([
             html.Span(["date ", html.B(h.date)]), html.Span(["shape ", html.B(shape)]),
             html.Span(["cases ", html.B(str(h.case_count))]),
+            *([html.Span(["run ", html.B(h.run_id)], id="report-run-id")] if h.run_id else []),
             html.Span(["source ", html.B(h.source)], id="report-source"),
         ], className="facts"),
         html.Details([html.Summary("Theoretical peaks"),
