@@ -124,7 +124,8 @@ _AXIS = {"gridcolor": "#e5e5e5", "zerolinecolor": "#cccccc", "linecolor": "#9999
          "ticklabeloverflow": "allow"}
 _TEMPLATE: dict[str, Any] = {"layout": {
     "plot_bgcolor": "white", "paper_bgcolor": "white", "font": {"size": 12},
-    "xaxis": _AXIS, "yaxis": _AXIS, "colorway": list(_PALETTE),
+    # Magnitudes from zero: an axis fitted to two close values makes 1 % look like 2x.
+    "xaxis": _AXIS, "yaxis": {**_AXIS, "rangemode": "tozero"}, "colorway": list(_PALETTE),
     # Titles from the left edge: centred, a long one ran under plotly's mode bar.
     "title": {"x": 0, "xref": "paper", "xanchor": "left"},
 }}
