@@ -4,6 +4,7 @@ commands work where the service's dependencies are not installed."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib import resources
@@ -44,12 +45,17 @@ def _unmigrated(url: str) -> str | None:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from app.core.config import get_settings
     from db.migrate import upgrade
 
     url = _database_url(args)
     upgrade(url)
     if args.demo:
         _load_demo(url)
+    # The app (and every uvicorn worker process) reads the database from the settings:
+    # hand --database-url on through the environment, or it would serve the default.
+    os.environ["MOESCOPE_DATABASE_URL"] = url
+    get_settings.cache_clear()
     uvicorn.run(
         "app.main:create_app", factory=True, host=args.host, port=args.port,
         workers=args.workers, log_level=args.log_level, proxy_headers=True,

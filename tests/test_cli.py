@@ -159,3 +159,25 @@ def test_commands_on_an_unmigrated_database_say_what_to_do(
 
     assert main(["db", "upgrade", "--database-url", url]) == 0
     assert main(["token", "create", "x", "--scope", "read", "--database-url", url]) == 0
+
+
+def test_serve_serves_the_database_it_migrated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `serve --database-url` used to migrate that database and then serve the default one.
+    import uvicorn
+
+    from app.core.config import get_settings
+
+    url = f"sqlite:///{tmp_path / 'served.db'}"
+    monkeypatch.delenv("MOESCOPE_DATABASE_URL", raising=False)
+    get_settings.cache_clear()
+    served: list[str] = []
+    monkeypatch.setattr(uvicorn, "run",
+                        lambda *a, **k: served.append(get_settings().database_url))
+    try:
+        assert main(["serve", "--database-url", url]) == 0
+        assert served == [url]
+    finally:
+        monkeypatch.delenv("MOESCOPE_DATABASE_URL", raising=False)
+        get_settings.cache_clear()
