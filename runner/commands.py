@@ -58,6 +58,9 @@ def run_command(matrix: Path, *, nproc: int | None, url: str | None, token: str 
     from runner.client import resolve_token, resolve_url
     from runner.spool import default_spool_dir
 
+    if nproc is not None and nproc < 1:
+        print(f"error: --nproc must be at least 1, got {nproc}", file=sys.stderr)
+        return 2
     try:
         loaded = load_matrix(matrix)
     except (MatrixError, OSError) as exc:
