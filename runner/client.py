@@ -229,8 +229,11 @@ class Sender:
         self.result.rejected += part.rejected
         self.result.problems += part.problems
         self.result.pending = part.pending
-        if part.pending and self.online:
+        # Until the report exists the service is down too: the meta alone, with no case
+        # spooled yet, counts no pending case but must not let the next post wait again.
+        online = not part.pending and self.report_id is not None
+        if not online and self.online:
             self.log(f"warning: {self.url} unreachable ({part.problems[-1]}); cases are "
                      f"spooled in {folder} and will be resent")
-        self.online = not part.pending
+        self.online = online
 

@@ -13,6 +13,7 @@ from ingest.validate import InvalidPayload
 from runner.matrix import MatrixError, load_matrix
 from runner.model import ModelError
 from runner.modelcheck import (
+    capacity_factor_of,
     check_report,
     format_check,
     load_report,
@@ -32,10 +33,11 @@ def model_command(matrix: Path | None, report: Path | None, check: bool, as_json
         if report is not None:
             loaded = load_report(report)
             shape, specs = shape_of(loaded), [spec_of(c) for c in loaded.cases]
+            factor = capacity_factor_of(loaded)
         else:
             assert matrix is not None
             m = load_matrix(matrix)
-            shape, specs = m.shape, m.cases
+            shape, specs, factor = m.shape, m.cases, m.capacity_factor
         if check:
             result = check_report(loaded)
             for line in format_check(result):
@@ -45,7 +47,7 @@ def model_command(matrix: Path | None, report: Path | None, check: bool, as_json
                 print(f"model check FAILED: {names} off by >= 1e-9", file=sys.stderr)
                 return 1
             return 0
-        for line in (model_lines if as_json else model_table)(shape, specs):
+        for line in (model_lines if as_json else model_table)(shape, specs, factor):
             print(line)
     except (MatrixError, ModelError, InvalidPayload, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -58,6 +60,9 @@ def run_command(matrix: Path, *, nproc: int | None, url: str | None, token: str 
     from runner.client import resolve_token, resolve_url
     from runner.spool import default_spool_dir
 
+    if nproc is not None and nproc < 1:
+        print(f"error: --nproc must be at least 1, got {nproc}", file=sys.stderr)
+        return 2
     try:
         loaded = load_matrix(matrix)
     except (MatrixError, OSError) as exc:

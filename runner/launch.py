@@ -283,6 +283,9 @@ class Reporter:
             print(f"note: skipped after the last posted case (in --out only): "
                   f"{'; '.join(self.unposted_skips)}", file=sys.stderr)
         code = 1 if failures else 0
+        if not self.cases:  # every case skipped: nothing was measured, say so
+            print("error: no case ran (see the skip lines above)", file=sys.stderr)
+            code = 1
         if self.sender is not None:
             result = self.sender.close()
             if result.pending or result.rejected:
@@ -298,6 +301,14 @@ class Reporter:
 def run_safely(opts: RunOptions, nproc: int | None) -> int:
     try:
         return launch(opts, nproc)
+    except KeyboardInterrupt:  # Ctrl-C: every finished case is already kept; say where
+        kept = [f"in {opts.out}"] if opts.out else []
+        if opts.url:
+            kept.append(f"in the spool {opts.spool_dir} until delivered "
+                        f"(`moescope runner flush` resends them)")
+        print(f"interrupted: the case in flight is lost; the cases finished before it are "
+              f"{' and '.join(kept)}", file=sys.stderr)
+        return 130
     except Exception:  # noqa: BLE001 - a crash in a rank: show it, exit non-zero
         traceback.print_exc()
         return 1

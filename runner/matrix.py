@@ -190,6 +190,10 @@ def _peaks(table: dict[str, Any]) -> Peaks:
     tf = table.get("tf", {})
     if not isinstance(tf, dict):
         raise MatrixError("peaks.tf", "must be a table of precision = TFLOP/s")
+    for key in tf:
+        if key not in PRECISIONS:  # a misspelt precision would override nothing, silently
+            raise MatrixError(f"peaks.tf.{key}",
+                              f"unknown precision (expected one of {', '.join(PRECISIONS)})")
     return Peaks(
         tf={str(k): _positive_float(v, f"peaks.tf.{k}") for k, v in tf.items()},
         hbm_gbps=(_positive_float(table["hbm_gbps"], "peaks.hbm_gbps")

@@ -282,11 +282,12 @@ def logical_payload_rank0(rows_sent: int | Fraction, shape: Shape) -> Fraction:
     return 2 * shape.D * 2 * Fraction(rows_sent)
 
 
-def scratch_bytes_bf16(shape: Shape, case: CaseSpec) -> int | None:
+def scratch_bytes_bf16(shape: Shape, case: CaseSpec, factor: int = CAPACITY_FACTOR
+                       ) -> int | None:
     """DESIGN.md's bf16 scratch; the quantized pipelines' scratch is not modelled."""
     if case.quantized:
         return None
-    cap, d, f = capacity_rows(shape, case), shape.D, case.F
+    cap, d, f = capacity_rows(shape, case, factor), shape.D, case.F
     return cap * (4 * d + 10 * f) if case.training else cap * (2 * d + 6 * f)
 
 
@@ -343,6 +344,6 @@ def model_case(shape: Shape, case: CaseSpec, capacity_factor: int = CAPACITY_FAC
         savedBytes=saved_bytes(shape, case, receive),
         logicalForwardPayloadBytesRank0=logical_payload_rank0(
             payload_rows_rank0(shape, case, receive), shape),
-        scratchBytes=scratch_bytes_bf16(shape, case),
+        scratchBytes=scratch_bytes_bf16(shape, case, capacity_factor),
         forwardFlops=forward_flops(shape, case),
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ingest.schema import Case, Report
 from ingest.validate import parse_json, validate_report
-from runner.model import CaseModel, CaseSpec, Shape, model_case
+from runner.model import CAPACITY_FACTOR, CaseModel, CaseSpec, Shape, model_case
 
 # Fields --check must reproduce, and the tolerance it holds them to.
 CHECKED_FIELDS = ("usefulTFPerGPU", "analyticalHBMGBps", "capacityRows", "receiveRows",
@@ -29,6 +29,14 @@ def load_report(path: Path) -> Report:
 def shape_of(report: Report) -> Shape:
     s = report.meta.shape
     return Shape(T=s.T, D=s.D, E=s.E, K=s.K)
+
+
+def capacity_factor_of(report: Report) -> int:
+    """The runner writes its capacity factor into the meta; other reports used the default."""
+    factor = getattr(report.meta, "capacityFactor", None)
+    if isinstance(factor, int) and not isinstance(factor, bool) and factor > 0:
+        return factor
+    return CAPACITY_FACTOR
 
 
 def spec_of(case: Case) -> CaseSpec:
@@ -98,10 +106,10 @@ def check_case(case: Case, model: CaseModel, result: CheckResult) -> None:
 
 
 def check_report(report: Report) -> CheckResult:
-    shape = shape_of(report)
+    shape, factor = shape_of(report), capacity_factor_of(report)
     result = CheckResult()
     for case in report.cases:
-        check_case(case, model_case(shape, spec_of(case)), result)
+        check_case(case, model_case(shape, spec_of(case), factor), result)
     return result
 
 
@@ -120,16 +128,18 @@ def format_check(result: CheckResult) -> list[str]:
     return lines
 
 
-def model_lines(shape: Shape, specs: Iterable[CaseSpec]) -> Iterable[str]:
+def model_lines(shape: Shape, specs: Iterable[CaseSpec],
+                capacity_factor: int = CAPACITY_FACTOR) -> Iterable[str]:
     for spec in specs:
-        yield json.dumps(model_case(shape, spec).as_json(spec.training))
+        yield json.dumps(model_case(shape, spec, capacity_factor).as_json(spec.training))
 
 
-def model_table(shape: Shape, specs: Iterable[CaseSpec]) -> Iterable[str]:
+def model_table(shape: Shape, specs: Iterable[CaseSpec],
+                capacity_factor: int = CAPACITY_FACTOR) -> Iterable[str]:
     yield (f"{'case':<58} {'useful GFLOP':>13} {'model MB':>10} {'capacity':>9} "
            f"{'max recv':>9}")
     for spec in specs:
-        m = model_case(shape, spec)
+        m = model_case(shape, spec, capacity_factor)
         yield (f"{m.id:<58} {m.usefulFlops / 1e9:>13.1f} {float(m.modelBytes) / 1e6:>10.1f} "
                f"{m.capacityRows:>9} {max(m.receiveRows):>9}")
 

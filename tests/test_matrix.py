@@ -78,6 +78,7 @@ hbm_gbps = 4800
     (MATRIX + "[timing]\nwindows = 0\n", "timing.windows"),
     (MATRIX + "[timing]\nwindow = 3\n", "timing.window"),
     (MATRIX + "[peaks]\ntf = { bf16 = -1 }\n", "peaks.tf.bf16"),
+    (MATRIX + "[peaks]\ntf = { bf61 = 989 }\n", "peaks.tf.bf61"),
     ("colour = 1\n" + MATRIX, "colour"),
     (MATRIX + "colour = 1\n", "matrix.colour"),
     (MATRIX.replace("ep = [2]", "ep = [3]"), "inference-ep3-bf16-standard-tiny-F32-i1.ep"),

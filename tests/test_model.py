@@ -183,3 +183,29 @@ def test_model_command_needs_no_torch(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parent.parent)
     assert out.returncode == 0, out.stderr
+
+
+def test_the_capacity_factor_of_the_matrix_and_the_report_is_used(
+    tmp_path: Path, reference: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The model used the default factor 8 whatever the matrix or the report said, so a run
+    # with capacity_factor = 2 failed its own --check.
+    matrix = tmp_path / "m.toml"
+    matrix.write_text("capacity_factor = 2\n[shape]\nT=4\nD=8\nE=4\nK=2\n[matrix]\n"
+                      "mode='training'\nep=2\nprecision='bf16'\npipeline='standard'\nF=16\n"
+                      "imbalance=1\ncategory='t'\n")
+    assert main(["model", "--matrix", str(matrix), "--json"]) == 0
+    [line] = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert line["capacityRows"] == 2 * 4 * 2  # factor * T * K
+    assert line["scratchBytes"] == 16 * (4 * 8 + 10 * 16)
+
+    case = reference["cases"][0]
+    factor4 = model_case(Shape(2048, 7168, 384, 6), CaseSpec(
+        case["mode"], case["ep"], case["precision"], case["pipeline"], case["category"],
+        case["F"], case["imbalance"]), capacity_factor=4)
+    reference["meta"]["capacityFactor"] = 4
+    reference["cases"] = [{**case, "capacityRows": factor4.capacityRows}]
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(reference))
+    assert main(["model", "--report", str(path), "--check"]) == 0
+    assert factor4.capacityRows == case["capacityRows"] // 2

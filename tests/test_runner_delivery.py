@@ -176,6 +176,31 @@ def test_retries_back_off_until_the_deadline() -> None:
     assert waits == []
 
 
+def test_a_service_down_at_the_start_costs_one_deadline(
+    tmp_path: Path, reference: dict[str, Any]
+) -> None:
+    # The meta post failing must mark the service down: the first case used to retry up
+    # to the full deadline again (a dead service cost two deadlines before the matrix ran).
+    now = [0.0]
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        now[0] += seconds
+
+    meta, cases = meta_and_cases(reference, "run-down-at-start", 1)
+    messages: list[str] = []
+    sender = Sender(Spool(tmp_path / "spool"), f"http://127.0.0.1:{free_port()}", None, meta,
+                    deadline_s=5, log=messages.append)
+    sender.client = Client(sender.url, None, sleep=sleep, clock=lambda: now[0])
+    sender.start()
+    assert waits and len(messages) == 1 and "unreachable" in messages[0]
+    waits.clear()
+    sender.send(cases[0])
+    assert waits == []  # one attempt, no retries
+    assert len(messages) == 1
+
+
 def test_a_run_with_the_service_down_keeps_every_case_for_flush(
     server: tuple[LiveServer, str], tmp_path: Path
 ) -> None:

@@ -156,3 +156,54 @@ def test_skipped_case_is_in_the_notes(run: Run) -> None:
     assert f"skip {SKIPPED}" in run.result.stderr
     assert "mega: the whole layer through torch.compile on CUDA (eager on the CPU)" in (
         run.report["meta"]["pipelineNote"])
+
+
+def one_case_matrix(tmp: Path, ep: int) -> Path:
+    matrix = tmp / "one.toml"
+    matrix.write_text(
+        "[shape]\nT = 8\nD = 32\nE = 2\nK = 1\n[timing]\nwindows = 1\niterations = 1\n"
+        f"warmup = 0\n[matrix]\nmode = 'inference'\nep = {ep}\nprecision = 'bf16'\n"
+        "pipeline = 'standard'\nF = 32\nimbalance = 1\ncategory = 'one'\n")
+    return matrix
+
+
+def test_nproc_below_one_is_an_error(tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from runner.commands import run_command
+
+    code = run_command(one_case_matrix(tmp_path, 1), nproc=0, url=None, token=None,
+                       out=tmp_path / "r.json", spool_dir=tmp_path / "spool")
+    assert code == 2
+    assert capsys.readouterr().err == "error: --nproc must be at least 1, got 0\n"
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_run_where_every_case_is_skipped_fails(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    ran = subprocess.run(
+        [sys.executable, "-m", "app.cli", "run", "--matrix", str(one_case_matrix(tmp_path, 2)),
+         "--nproc", "1", "--out", str(out)], capture_output=True, text=True, cwd=REPO,
+        timeout=120)
+    assert ran.returncode == 1, ran.stderr
+    assert "error: no case ran" in ran.stderr
+    report = json.loads(out.read_text())
+    assert report["cases"] == [] and "needs 2 ranks, 1 available" in report["meta"]["skippedNote"]
+
+
+def test_ctrl_c_says_where_the_finished_cases_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runner import launch
+    from runner.matrix import load_matrix
+
+    def interrupted(opts: launch.RunOptions, nproc: int | None) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launch, "launch", interrupted)
+    opts = launch.RunOptions(load_matrix(one_case_matrix(tmp_path, 1)), "http://x", None,
+                             tmp_path / "r.json", tmp_path / "spool")
+    assert launch.run_safely(opts, 1) == 130
+    err = capsys.readouterr().err
+    assert err.startswith("interrupted: the case in flight is lost")
+    assert f"in {tmp_path / 'r.json'} and in the spool {tmp_path / 'spool'}" in err
+    assert "moescope runner flush" in err
