@@ -254,7 +254,13 @@ def _add_delivery_options(parser: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
-    return func(args)
+    try:
+        return func(args)
+    except BrokenPipeError:
+        # The reader of our output left (`moescope model --json | head`): stop quietly, as
+        # the Python docs advise, with stdout pointed at devnull for the exit's flush.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -233,7 +233,7 @@ class Sender:
         # spooled yet, counts no pending case but must not let the next post wait again.
         online = not part.pending and self.report_id is not None
         if not online and self.online:
-            self.log(f"warning: {self.url} unreachable ({part.problems[-1]}); cases are "
-                     f"spooled in {folder} and will be resent")
+            self.log(f"warning: {self.url} did not take the report ({part.problems[-1]}); "
+                     f"cases are spooled in {folder} and will be resent")
         self.online = online
 

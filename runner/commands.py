@@ -49,6 +49,8 @@ def model_command(matrix: Path | None, report: Path | None, check: bool, as_json
             return 0
         for line in (model_lines if as_json else model_table)(shape, specs, factor):
             print(line)
+    except BrokenPipeError:
+        raise  # the reader left (`| head`): not a file error; the command line handles it
     except (MatrixError, ModelError, InvalidPayload, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -199,7 +199,7 @@ def _notes(facts: PlatformFacts, pipeline_notes: list[str], skipped: list[str],
                         for p, ran in facts.host.get("nativeScaledGEMM", {}).items())
             + "."),
         "numericsNote": ERROR_BOUND_NOTE,
-        "pipelineNote": " ".join(pipeline_notes),
+        "pipelineNote": "; ".join(pipeline_notes),
     }
     if graph_notes:
         notes["graphNote"] = "; ".join(dict.fromkeys(graph_notes))

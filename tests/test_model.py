@@ -209,3 +209,12 @@ def test_the_capacity_factor_of_the_matrix_and_the_report_is_used(
     path.write_text(json.dumps(reference))
     assert main(["model", "--report", str(path), "--check"]) == 0
     assert factor4.capacityRows == case["capacityRows"] // 2
+
+
+def test_a_reader_that_leaves_early_is_no_error() -> None:
+    """`moescope model --json | head -1`: the pipe closes under us; no 'Broken pipe'."""
+    reference = Path(__file__).resolve().parent.parent / "ingest/data/gb300-nvl72-isolated-v6.json"
+    out = subprocess.run(
+        f"{sys.executable} -m app.cli model --report {reference} --json | head -c 10",
+        shell=True, capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    assert len(out.stdout) == 10 and out.stderr == ""

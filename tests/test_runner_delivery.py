@@ -86,7 +86,7 @@ def test_service_stopped_mid_run_then_restarted_delivers_once(
     # The service is down: the cases wait in the spool, the run goes on.
     sender.send(cases[2])
     sender.send(cases[3])
-    assert not sender.online and any("unreachable" in m for m in messages)
+    assert not sender.online and any("did not take the report" in m for m in messages)
     folder = spool.root / run_folder("run-restart")
     held = spool.pending_run(folder)
     assert [c["id"] for c in held.cases()] == [cases[2]["id"], cases[3]["id"]]
@@ -194,7 +194,7 @@ def test_a_service_down_at_the_start_costs_one_deadline(
                     deadline_s=5, log=messages.append)
     sender.client = Client(sender.url, None, sleep=sleep, clock=lambda: now[0])
     sender.start()
-    assert waits and len(messages) == 1 and "unreachable" in messages[0]
+    assert waits and len(messages) == 1 and "did not take the report" in messages[0]
     waits.clear()
     sender.send(cases[0])
     assert waits == []  # one attempt, no retries
