@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from runner.spool import PendingRun, Spool, run_folder
+from runner.spool import PendingRun, Spool, SpoolError, SpoolFull, run_folder
 
 # Worth retrying: the service or its database is down or busy.
 RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
@@ -170,6 +170,18 @@ def _merge(total: FlushResult, part: FlushResult) -> None:
     total.problems += part.problems
 
 
+def resend_earlier(spool: Spool, token: str | None, log: Log = _stderr) -> FlushResult:
+    """At the start of a run: one attempt each for the runs spooled before, so that a
+    server gone for good does not hold up this run; ``moescope runner flush`` retries."""
+    result = flush_spool(spool, None, token, 0, log)
+    if result.delivered:
+        log(f"resent {result.delivered} case(s) spooled by earlier runs")
+    if result.pending:
+        log(f"note: {result.pending} case(s) of earlier runs are still spooled in "
+            f"{spool.root} (their server did not answer); `moescope runner flush` resends them")
+    return result
+
+
 def flush_spool(spool: Spool, url: str | None, token: str | None, deadline_s: float,
                 log: Log = _stderr) -> FlushResult:
     """Resend every spooled run, to ``url`` or else the server each run was meant for."""
@@ -207,12 +219,35 @@ class Sender:
         self.result = FlushResult()
 
     def start(self) -> None:
-        self.spool.put_meta(self.run_id, self.url, self.meta)
+        try:
+            self.spool.put_meta(self.run_id, self.url, self.meta)
+        except SpoolFull as full:
+            self._post_past_the_spool("/reports", {"meta": self.meta, "cases": []}, full)
+            return
         self._flush(self.deadline_s)
 
     def send(self, case: dict[str, Any]) -> None:
-        self.spool.put_case(self.run_id, self.url, self.meta, case)
+        try:
+            self.spool.put_case(self.run_id, self.url, self.meta, case)
+        except SpoolFull as full:
+            if self.report_id is None:
+                raise
+            self._post_past_the_spool(f"/reports/{self.report_id}/cases",
+                                      {"cases": [case]}, full)
+            return
         self._flush(self.deadline_s if self.online else 0)
+
+    def _post_past_the_spool(self, path: str, body: dict[str, Any], full: SpoolFull) -> None:
+        """The spool has no room (earlier runs' posts fill it), but what the service takes
+        now is not lost: post it directly. Only when that fails too is it an error."""
+        try:
+            answer = self.client.post(path, body, self.deadline_s)
+        except DeliveryError as exc:
+            raise SpoolError(f"{full}; and {self.url} did not take it either ({exc})") from exc
+        if "id" in answer:
+            self.report_id = int(answer["id"])
+        self.result.delivered += len(body["cases"])
+        self.log(f"warning: {full}; posted to {self.url} directly")
 
     def close(self) -> FlushResult:
         self._flush(self.deadline_s)

@@ -213,12 +213,9 @@ class Reporter:
         self.sender: Sender | None = None
         spool = Spool(opts.spool_dir)
         if opts.url:
-            from runner.client import Sender, flush_spool  # httpx only when posting
+            from runner.client import Sender, resend_earlier  # httpx only when posting
 
-            earlier = flush_spool(spool, None, opts.token, opts.deadline_s)
-            if earlier.delivered:
-                print(f"resent {earlier.delivered} case(s) spooled by earlier runs",
-                      file=sys.stderr)
+            resend_earlier(spool, opts.token)
             self.sender = Sender(spool, opts.url, opts.token, self.meta, opts.deadline_s)
             self.sender.start()
         self._write_out()

@@ -15,8 +15,8 @@ import pytest
 from conftest import LiveServer, free_port, live_server
 
 from app.testing import REPO
-from runner.client import Client, DeliveryError, Sender, flush_spool
-from runner.spool import Spool, SpoolFull, run_folder
+from runner.client import Client, DeliveryError, Sender, flush_spool, resend_earlier
+from runner.spool import Spool, SpoolError, SpoolFull, run_folder
 
 pytestmark = pytest.mark.live
 
@@ -154,6 +154,43 @@ def test_a_full_spool_is_an_error(tmp_path: Path, reference: dict[str, Any]) -> 
     held = sorted(p.name for p in (spool.root / run_folder("run-full")).iterdir())
     assert held == ["case-000000.json", "case-000001.json", "meta.json"]
     assert spool.used_bytes() <= spool.max_bytes
+
+
+def test_a_full_spool_does_not_stop_posts_the_service_takes(
+    server: tuple[LiveServer, str], tmp_path: Path, reference: dict[str, Any]
+) -> None:
+    live, token = server
+    meta, cases = meta_and_cases(reference, "run-past-the-spool", 2)
+    spool = Spool(tmp_path / "spool", max_bytes=16)  # earlier runs' posts fill it
+    messages: list[str] = []
+    sender = Sender(spool, live.url, token, meta, deadline_s=10, log=messages.append)
+    sender.start()
+    assert sender.report_id is not None
+    for case in cases:
+        sender.send(case)
+    assert stored_cases(live.url, sender.report_id) == [c["id"] for c in cases]
+    assert sender.close().delivered == 2 and spool.used_bytes() == 0
+    assert all("is full" in m and "posted to" in m for m in messages) and messages
+    # No spool and no service: the error says both, and nothing claims delivery.
+    dead = Sender(Spool(tmp_path / "spool2", max_bytes=16), f"http://127.0.0.1:{free_port()}",
+                  token, {**meta, "runId": "run-nowhere"}, deadline_s=0, log=messages.append)
+    with pytest.raises(SpoolError, match="is full.*did not take it either"):
+        dead.start()
+
+
+def test_earlier_runs_get_one_attempt_at_the_start_of_a_run(
+    tmp_path: Path, reference: dict[str, Any]
+) -> None:
+    meta, cases = meta_and_cases(reference, "run-old", 2)
+    spool = Spool(tmp_path / "spool")
+    gone = f"http://127.0.0.1:{free_port()}"  # the server of an earlier run, gone for good
+    for case in cases:
+        spool.put_case("run-old", gone, meta, case)
+    messages: list[str] = []
+    result = resend_earlier(spool, None, log=messages.append)
+    assert result.pending == 2 and "after 1 attempt(s)" in result.problems[0]
+    assert "`moescope runner flush` resends them" in messages[-1]
+    assert len(list(spool.pending())) == 1  # still held for the flush
 
 
 def test_retries_back_off_until_the_deadline() -> None:
