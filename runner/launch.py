@@ -149,8 +149,20 @@ def _worker(rank: int, world: int, opts: RunOptions, plat: Platform) -> int:
     groups = _groups(world, {c.ep for c in matrix.cases})
     skipped = {c.id: r for c in matrix.cases if (r := skip_reason(c, matrix, world))}
     runnable = [c for c in matrix.cases if c.id not in skipped]
-    reporter = (Reporter(opts, matrix, plat, world, list(skipped.values()), len(runnable))
-                if rank == 0 else None)
+    reporter: Reporter | None = None
+    problem = None
+    if rank == 0:
+        try:
+            reporter = Reporter(opts, matrix, plat, world, list(skipped.values()),
+                                len(runnable))
+        except (SpoolError, OSError) as exc:  # no room to keep the report, nowhere to write
+            problem = str(exc)
+    # Every rank learns whether rank 0 can report; otherwise its peers would only see it
+    # vanish (a gloo/NCCL "connection closed" in place of the reason).
+    if not _rank0_ready(problem is None, world, plat.device):
+        if problem is not None:
+            print(f"error: {problem}; no case ran", file=sys.stderr)
+        return 1
     failures = 0
     for index, spec in enumerate(runnable, 1):
         outcomes: list[RankOutcome] = []
@@ -165,6 +177,14 @@ def _worker(rank: int, world: int, opts: RunOptions, plat: Platform) -> int:
     if reporter is None:
         return 0
     return reporter.finish(failures)
+
+
+def _rank0_ready(ready: bool, world: int, device: torch.device) -> bool:
+    if world == 1:
+        return ready
+    flag = torch.tensor([int(ready)], device=device)
+    dist.broadcast(flag, src=0)
+    return bool(flag.item())
 
 
 def _gather(outcome: RankOutcome, rank: int, ep: int, group: Any,

@@ -7,6 +7,7 @@ the three pipelines and imbalance 1 and 1.5; the tests below read what it produc
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -207,3 +208,22 @@ def test_ctrl_c_says_where_the_finished_cases_are(
     assert err.startswith("interrupted: the case in flight is lost")
     assert f"in {tmp_path / 'r.json'} and in the spool {tmp_path / 'spool'}" in err
     assert "moescope runner flush" in err
+
+
+def test_no_room_for_the_report_stops_every_rank_with_the_reason(tmp_path: Path) -> None:
+    """Rank 0 cannot keep the report (spool full, service down): both ranks stop before
+    any case, and the error is rank 0's reason, not its peer's lost connection."""
+    from conftest import free_port
+
+    spool = tmp_path / "spool"
+    (spool / "rejected").mkdir(parents=True)
+    (spool / "rejected" / "old.json").write_bytes(b"x" * 200_000)
+    ran = subprocess.run(
+        [sys.executable, "-m", "app.cli", "run", "--matrix", str(one_case_matrix(tmp_path, 1)),
+         "--nproc", "2", "--url", f"http://127.0.0.1:{free_port()}", "--deadline", "0",
+         "--spool", str(spool), "--out", str(tmp_path / "r.json")],
+        capture_output=True, text=True, cwd=REPO, timeout=120,
+        env={**os.environ, "MOESCOPE_SPOOL_MAX_MB": "0.1"})
+    assert ran.returncode == 1, ran.stderr
+    assert "is full" in ran.stderr and "did not take it either" in ran.stderr
+    assert "no case ran" in ran.stderr and "Traceback" not in ran.stderr
