@@ -72,8 +72,11 @@ def run_schedule(ticks: list[list[Op]], ops: Mapping[Phase, Callable[[int], None
 
 def handoff(tensor: torch.Tensor, stream: torch.cuda.Stream | None) -> torch.Tensor:
     """Tell the caching allocator that ``stream`` uses ``tensor`` (made on another
-    stream), so its memory is not reused before that stream is done. Not needed, and not
-    done, while a CUDA graph is captured: the graph's pool keeps its memory."""
-    if stream is not None and tensor.is_cuda and not torch.cuda.is_current_stream_capturing():
+    stream), so its memory is not reused before that stream is done. Needed during a
+    CUDA-graph capture too: inside the graph's private pool a block freed during capture
+    is handed out again at once to the next allocation on its stream (the next stage's
+    dispatch), which the graph does not order after this stream's reads; a recorded use
+    defers the block's reuse to after the capture."""
+    if stream is not None and tensor.is_cuda:
         tensor.record_stream(stream)
     return tensor
