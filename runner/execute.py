@@ -231,8 +231,7 @@ def _nvlink(loop: Callable[[], None], step_ms: float, device: torch.device
     clock, so the ranks' collectives stay matched."""
     if device.type != "cuda":
         return None, None
-    index = device.index or 0
-    before = nvlink_counters(index)
+    before = nvlink_counters(device)
     if before is None:
         return None, None
     iterations = max(1, math.ceil(NVLINK_SECONDS * 1e3 / step_ms))
@@ -242,7 +241,7 @@ def _nvlink(loop: Callable[[], None], step_ms: float, device: torch.device
         loop()
     torch.cuda.synchronize(device)
     elapsed = time.perf_counter() - start
-    after = nvlink_counters(index)
+    after = nvlink_counters(device)
     if after is None:
         return None, None
     return ((after[0] - before[0]) / elapsed / 1e9, (after[1] - before[1]) / elapsed / 1e9)

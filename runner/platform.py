@@ -111,7 +111,15 @@ def host_info(plat: Platform, world: int) -> dict[str, Any]:
     return info
 
 
+# nvml.h: the NVLink throughput fields count one link, chosen by the field's scopeId (0 when
+# pynvml is given a bare field id); "A scopeId of UINT_MAX returns aggregate value summed up
+# across all links".
+NVML_ALL_LINKS = 0xFFFFFFFF
+
+
 def _nvml() -> Any | None:
+    """pynvml, initialised (each call is paired with an ``nvmlShutdown``: NVML counts its
+    initialisations), or None without the library or a driver."""
     try:
         import pynvml
 
@@ -125,26 +133,36 @@ def nvml_driver_version() -> str | None:
     nvml = _nvml()
     if nvml is None:
         return None
-    version = nvml.nvmlSystemGetDriverVersion()
-    return version.decode() if isinstance(version, bytes) else str(version)
+    try:
+        version = nvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    finally:
+        nvml.nvmlShutdown()
 
 
-def nvlink_counters(local_rank: int) -> tuple[int, int] | None:
-    """(TX, RX) NVLink bytes so far on this GPU, or None without NVML or NVLink."""
+def nvlink_counters(device: torch.device) -> tuple[int, int] | None:
+    """(TX, RX) NVLink data bytes so far over all links of this CUDA device, or None
+    without NVML or NVLink. The device is found by UUID: NVML numbers all GPUs of the node
+    in PCI order, CUDA only the visible ones (CUDA_VISIBLE_DEVICES, as Slurm sets it)."""
     nvml = _nvml()
     if nvml is None:
         return None
     try:
-        handle = nvml.nvmlDeviceGetHandleByIndex(local_rank)
-        fields = [nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
-                  nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX]
+        uuid = str(torch.cuda.get_device_properties(device).uuid)
+        handle = nvml.nvmlDeviceGetHandleByUUID(
+            uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}")
+        fields = [(nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, NVML_ALL_LINKS),
+                  (nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, NVML_ALL_LINKS)]
         values = nvml.nvmlDeviceGetFieldValues(handle, fields)
         if any(v.nvmlReturn != 0 for v in values):
             return None
-        # NVML reports these counters in KiB.
+        # nvml.h: "NVLink TX (RX) Data throughput in KiB", read as running totals (the
+        # NVLink loop takes the difference over its duration).
         return int(values[0].value.ullVal) * 1024, int(values[1].value.ullVal) * 1024
     except Exception:  # noqa: BLE001 - field unsupported on this GPU or driver
         return None
+    finally:
+        nvml.nvmlShutdown()
 
 
 def local_rank() -> int:

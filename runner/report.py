@@ -168,8 +168,8 @@ def _notes(facts: PlatformFacts, pipeline_notes: list[str], skipped: list[str],
         "peakNote": peak,
         "timingNote": timing,
         "bandwidthNote": (
-            "NVLink TX/RX are NVML field counters over a loop of at least one second, mean "
-            "and max over ranks." if facts.cuda else
+            "NVLink TX/RX are NVML data counters summed over each GPU's links, over a loop "
+            "of at least one second, mean and max over ranks." if facts.cuda else
             "NVLink not measured (no GPU, no NVML): the NVLink fields are null.")
         + " HBM is an analytical useful-byte estimate, not a DRAM-counter measurement.",
         "placementNote": "All ranks of a case run on the ranks 0..EP-1 of this launch.",
