@@ -143,7 +143,9 @@ def compiled_or_eager(fn: F, notes: list[str]) -> F:
     is missing: the rank warns, ``notes`` (the case's) says so, and the case runs eagerly
     instead of crashing the run. Compiling happens at the first call, in the build's
     warm-up on every rank alike (same code, same shapes), so the ranks fall back together.
-    Running out of memory is not a compile failure: it goes on to the OOM handling."""
+    Running out of memory is not a compile failure: it goes on to the OOM handling. Nor is
+    a failure while a CUDA graph is captured: the capture is already broken, so it goes on
+    to runner.graphs, which times the (still compiled) layer eagerly and says why."""
     compiled = torch.compile(fn, dynamic=False)
     current: list[F] = [cast(F, compiled)]
 
@@ -153,7 +155,7 @@ def compiled_or_eager(fn: F, notes: list[str]) -> F:
         except torch.OutOfMemoryError:
             raise
         except Exception as exc:  # noqa: BLE001 - any compiler failure
-            if current[0] is fn:
+            if current[0] is fn or _capturing():
                 raise
             message = (f"mega: torch.compile failed ({type(exc).__name__}: "
                        f"{str(exc)[:200]}); the layer ran eagerly")
@@ -163,6 +165,11 @@ def compiled_or_eager(fn: F, notes: list[str]) -> F:
             return fn(*args)
 
     return cast(F, call)
+
+
+def _capturing() -> bool:
+    # torch.cuda.is_current_stream_capturing raises on a build without CUDA.
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 def build_mega(ctx: BuildContext) -> Forward:

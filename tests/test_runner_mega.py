@@ -120,3 +120,27 @@ def test_running_out_of_memory_is_not_a_compile_failure(monkeypatch: pytest.Monk
     with pytest.raises(torch.OutOfMemoryError):
         compiled_or_eager(lambda t: t * 2, notes)(torch.ones(3))
     assert notes == []
+
+
+def test_a_failure_during_graph_capture_is_not_a_compile_failure(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def capture_breaking_compile(fn: Callable[..., torch.Tensor], **_: object
+                                 ) -> Callable[..., torch.Tensor]:
+        def run(*args: object) -> torch.Tensor:
+            calls.append("compiled")
+            raise RuntimeError("operation not permitted when stream is capturing")
+        return run
+
+    monkeypatch.setattr(torch, "compile", capture_breaking_compile)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    notes: list[str] = []
+    layer = compiled_or_eager(lambda t: t * 2, notes)
+    with pytest.raises(RuntimeError, match="capturing"):
+        layer(torch.ones(3))
+    assert notes == []
+    with pytest.raises(RuntimeError, match="capturing"):
+        layer(torch.ones(3))
+    assert calls == ["compiled", "compiled"]  # still the compiled layer, not switched
