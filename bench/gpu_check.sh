@@ -24,21 +24,44 @@ if [ "${1:-}" = "--dry-run" ] || ! "$PYTHON" -c 'import torch, sys; sys.exit(0 i
   dry=1
 fi
 
-echo "== probe"
+echo "== probe (t=${SECONDS}s)"
 "$PYTHON" - <<'PY'
 import json
-from runner.platform import detect, host_info
+import time
+
+import torch
+
+from runner.native import scaled_gemm
+from runner.platform import detect, host_info, nvlink_counters
+
 plat = detect(0)
 print(json.dumps({"device": plat.gpu_name, "groupedMM": plat.grouped_mm,
                   "nativeScaledGEMM": plat.native_scaled,
                   "host": host_info(plat, 1)}, indent=1))
+if plat.cuda:
+    print("capability", torch.cuda.get_device_capability(plat.device))
+    # Why a native scaled GEMM is unavailable (the probe itself only says whether).
+    x = torch.randn(128, 256, device=plat.device, dtype=torch.bfloat16)
+    w = torch.randn(256, 128, device=plat.device, dtype=torch.bfloat16)
+    for precision in ("mxfp8", "nvfp4"):
+        try:
+            scaled_gemm(x, w, precision)
+            torch.cuda.synchronize()
+            print(f"native {precision}: ran")
+        except Exception as exc:  # noqa: BLE001
+            print(f"native {precision}: {type(exc).__name__}: {str(exc)[:300]}")
+    # NVML's NVLink data counters (all links, bytes): running totals if both reads are
+    # non-None and the second is not below the first.
+    first = nvlink_counters(plat.device)
+    time.sleep(1)
+    print("nvlink counters 1 s apart (TX, RX bytes):", first, nvlink_counters(plat.device))
 PY
 
-echo "== bf16 GEMM ceiling"
+echo "== bf16 GEMM ceiling (t=${SECONDS}s)"
 if [ $dry = 1 ]; then "$PYTHON" bench/gemm_ceiling.py 256 | tee "$OUT/ceiling.json"
 else "$PYTHON" bench/gemm_ceiling.py 8192 | tee "$OUT/ceiling.json"; fi
 
-echo "== single-GPU matrix (EP 1)"
+echo "== single-GPU matrix (EP 1) (t=${SECONDS}s)"
 if [ $dry = 1 ]; then
   shape='T = 64
 D = 128
@@ -82,5 +105,5 @@ MOESCOPE_INJECT_OOM="rank=0,case=oom_check,phase=numerics" \
 "$PYTHON" -m app.cli run --matrix "$OUT/matrix.toml" --nproc 1 --out "$OUT/report.json" \
   --spool "$OUT/spool"
 
-echo "== summary"
+echo "== summary (t=${SECONDS}s)"
 "$PYTHON" bench/gpu_check_summary.py "$OUT/report.json" "$OUT/ceiling.json"
