@@ -27,7 +27,14 @@ from runner.execute import ERROR_BOUNDS, run_case
 from runner.matrix import Matrix
 from runner.model import CaseSpec
 from runner.pipelines import REGISTRY
-from runner.platform import Platform, datasheet_peaks, detect, host_info, local_rank
+from runner.platform import (
+    Platform,
+    datasheet_peaks,
+    detect,
+    host_info,
+    local_rank,
+    nvlink_counters,
+)
 from runner.progress import Progress, progress_line
 from runner.report import (
     PlatformFacts,
@@ -111,6 +118,7 @@ def platform_facts(plat: Platform, matrix: Matrix, world: int) -> PlatformFacts:
         nvlink_gbps_per_direction=(overrides.nvlink_gbps_per_direction
                                    or (sheet.nvlink_gbps_per_direction if sheet else None)),
         peaks_source=source,
+        nvlink_readable=plat.cuda and nvlink_counters(plat.device) is not None,
     )
 
 

@@ -64,6 +64,7 @@ class PlatformFacts:
     hbm_gbps: float | None
     nvlink_gbps_per_direction: float | None
     peaks_source: str  # "datasheet", "matrix override", "none"
+    nvlink_readable: bool = False  # NVML gave this GPU's NVLink counters at start-up
 
 
 def _median(values: list[float]) -> float:
@@ -169,7 +170,9 @@ def _notes(facts: PlatformFacts, pipeline_notes: list[str], skipped: list[str],
         "timingNote": timing,
         "bandwidthNote": (
             "NVLink TX/RX are NVML data counters summed over each GPU's links, over a loop "
-            "of at least one second, mean and max over ranks." if facts.cuda else
+            "of at least one second, mean and max over ranks." if facts.nvlink_readable else
+            "NVLink not measured (no NVML NVLink counters on this GPU: no NVML, or no "
+            "NVLink): the NVLink fields are null." if facts.cuda else
             "NVLink not measured (no GPU, no NVML): the NVLink fields are null.")
         + " HBM is an analytical useful-byte estimate, not a DRAM-counter measurement.",
         "placementNote": "All ranks of a case run on the ranks 0..EP-1 of this launch.",

@@ -70,3 +70,20 @@ def test_driver_version_shuts_nvml_down(nvml: FakeNvml) -> None:
     nvml.nvmlSystemGetDriverVersion = lambda: b"570.1"  # type: ignore[attr-defined]
     assert platform.nvml_driver_version() == "570.1"
     assert nvml.initialised == 0
+
+
+@pytest.mark.parametrize(("cuda", "readable", "says"), [
+    (True, True, "NVLink TX/RX are NVML data counters"),
+    (True, False, "no NVML NVLink counters on this GPU"),
+    (False, False, "no GPU, no NVML"),
+])
+def test_the_bandwidth_note_says_whether_nvlink_was_read(
+        cuda: bool, readable: bool, says: str) -> None:
+    from runner.matrix import parse_matrix
+    from runner.report import PlatformFacts, build_meta
+
+    matrix = parse_matrix({"shape": {"T": 8, "D": 32, "E": 2, "K": 1}, "matrix": {
+        "mode": "inference", "ep": 1, "precision": "bf16", "pipeline": "standard", "F": 32,
+        "imbalance": 1, "category": "c"}})
+    facts = PlatformFacts("GPU", cuda, {}, {}, None, None, "none", nvlink_readable=readable)
+    assert says in build_meta(matrix, facts, "run", [], [], [])["bandwidthNote"]
