@@ -11,13 +11,21 @@
 # then useful TFLOP/s and % of the measured ceiling per case, graphAccepted (and the
 # graph note where a capture or a compile fell back), ooms and emulated.
 # Without a GPU (or with --dry-run) it runs the same steps on a tiny shape on the CPU.
-# Needs torch, pydantic and httpx importable by $PYTHON (default: .venv/bin/python).
+# Needs torch, pydantic and httpx importable by $PYTHON (default: .venv/bin/python, else
+# python3); on the device machine run bench/gpu_wheels.sh here first and carry .whl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
 OUT=${OUT:-bench/out/gpu_check}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# The device machine's image lacks pydantic: bench/gpu_wheels.sh fetched it here, and the
+# device call carries it as .whl (it cannot reach a package index).
+if ! "$PYTHON" -c 'import pydantic' 2>/dev/null && compgen -G ".whl/*.whl" >/dev/null; then
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/moescope-site .whl/*.whl
+  export PYTHONPATH="$PWD:/tmp/moescope-site${PYTHONPATH#"$PWD"}"
+fi
 
 dry=0
 if [ "${1:-}" = "--dry-run" ] || ! "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
