@@ -554,42 +554,6 @@ def arithmetic_intensity_spec(cases: Sequence[Case], meta: Meta) -> Spec:
         empty=_missing(cases, "forward FLOP per logical payload byte"))
 
 
-def throughput(cases: Sequence[Case], meta: Meta) -> go.Figure:
-    return to_figure(throughput_spec(cases, meta))
-
-
-def percent_of_peak(cases: Sequence[Case], meta: Meta) -> go.Figure:
-    return to_figure(percent_of_peak_spec(cases, meta))
-
-
-def layer_time(cases: Sequence[Case], meta: Meta) -> go.Figure:
-    return to_figure(layer_time_spec(cases, meta))
-
-
-def nvlink(cases: Sequence[Case], meta: Meta) -> go.Figure:
-    return to_figure(nvlink_spec(cases, meta))
-
-
-def hbm(cases: Sequence[Case], meta: Meta) -> go.Figure:
-    return to_figure(hbm_spec(cases, meta))
-
-
-def memory(cases: Sequence[Case], meta: Meta) -> go.Figure:
-    return to_figure(memory_spec(cases, meta))
-
-
-def routing(cases: Sequence[Case], meta: Meta) -> go.Figure:
-    return to_figure(routing_spec(cases, meta))
-
-
-def scaling(cases: Sequence[Case], meta: Meta) -> go.Figure:
-    return to_figure(scaling_spec(cases, meta))
-
-
-def arithmetic_intensity(cases: Sequence[Case], meta: Meta) -> go.Figure:
-    return to_figure(arithmetic_intensity_spec(cases, meta))
-
-
 @dataclass(frozen=True)
 class Chart:
     key: str
