@@ -137,10 +137,15 @@ def figure(data: Sequence[Trace], layout: dict[str, Any], *,
     draw (no case in view, or none with the charted value): blank axes alone read as a
     drawing failure, or as values of zero."""
     if empty is not None and not _has_points(data):
-        note = {"text": empty, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
-                "showarrow": False, "font": {"size": 14, "color": "#6b7280"}}
+        note = _muted({"text": empty, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
+                       "showarrow": False}, size=14)
         layout = {**layout, "annotations": [*layout.get("annotations", []), note]}
     return {"data": list(data), "layout": {"template": _TEMPLATE, **layout}}
+
+
+def _muted(annotation: dict[str, Any], size: int = 12) -> dict[str, Any]:
+    """An annotation in the grey of the page's muted text: why a chart or panel is empty."""
+    return {**annotation, "font": {"size": size, "color": "#6b7280"}}
 
 
 def _has_points(data: Sequence[Trace]) -> bool:
@@ -413,11 +418,9 @@ def memory_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     )
     for fields, message, y in empty_panels:
         if not any(c.get(f) is not None for c in cases for f in fields):
-            annotations.append({**_panel_title(message, 0.5, y),
-                                "font": {"size": 12, "color": "#6b7280"}})
+            annotations.append(_muted(_panel_title(message, 0.5, y)))
     if not any(c.get("savedBytes") for c in cases):
-        annotations.append({**_panel_title("no training case in view", 0.5, 0.12),
-                            "font": {"size": 12, "color": "#6b7280"}})
+        annotations.append(_muted(_panel_title("no training case in view", 0.5, 0.12)))
     layout = _layout(
         "Memory", "peak GiB", height=860, barmode="stack",
         xaxis={**bare, "anchor": "y", "matches": "x3"},
@@ -524,9 +527,9 @@ def scaling_spec(cases: Sequence[Case], meta: Meta) -> Spec:
         if not any(t.get("xaxis") == "x" + axis for t in data):
             data.append({"type": "scatter", "x": [], "y": [], "showlegend": False,
                          "hoverinfo": "skip", "xaxis": "x" + axis, "yaxis": "y" + axis})
-            annotations.append({
+            annotations.append(_muted({
                 **_panel_title(f"no cases in view differ only in {label}", middle, 0.5),
-                "yanchor": "middle", "font": {"size": 12, "color": "#6b7280"}})
+                "yanchor": "middle"}))
     layout = _layout(
         "Scaling of useful throughput (each line: one matching configuration)",
         "useful TFLOP/s per GPU", annotations=annotations,

@@ -29,9 +29,13 @@ def change_cell(change: data.Change) -> html.Td:
                    className=change.verdict or "unchanged")
 
 
+def _verdicts(row: dict[str, Any]) -> set[str]:
+    return {c.verdict for c in row["changes"].values()}
+
+
 def _rank(row: dict[str, Any]) -> int:
     """Regressions first, then improvements, then the rest (report order within each)."""
-    verdicts = {c.verdict for c in row["changes"].values()}
+    verdicts = _verdicts(row)
     return 0 if "regression" in verdicts else 1 if "improvement" in verdicts else 2
 
 
@@ -46,7 +50,7 @@ def comparison_view(base: int | None, head: int | None) -> html.Div:
             return html.Div(exc.detail, className="muted")
     # Cases, not changed fields: one slower case is also lower in throughput and % of peak,
     # and "3 regressions" for it read as three regressed cases.
-    verdicts = [{c.verdict for c in r["changes"].values()} for r in result.rows]
+    verdicts = [_verdicts(r) for r in result.rows]
     regressions = sum(1 for v in verdicts if "regression" in v)
     improvements = sum(1 for v in verdicts if "improvement" in v)
     header = ["case", *[label for _, label, _ in data.COMPARED]]
