@@ -14,6 +14,10 @@ from typing import Any
 from ingest.schema import Case, Meta
 
 NOISY_WINDOW_SPREAD_PERCENT = 5.0
+# NVML clocks-event reasons that mean power or heat held the clocks down (nvml.h):
+# SW power cap, HW slowdown, SW thermal, HW thermal, HW power brake.
+THROTTLE_REASONS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal",
+                    0x40: "hw_thermal", 0x80: "hw_power_brake"}
 
 # Which meta note qualifies which figures, for the API and the dashboard alike.
 NOTE_QUALIFIES: dict[str, str] = {
@@ -137,11 +141,22 @@ def caveats(meta: Meta, case: Case, derived: Derived | None = None) -> list[Cave
     if case.emulated:
         add("emulated",
             f"{case.precision} was emulated in bf16: numerics are faithful, speed is not")
+    throttled = _throttled(case)
+    if throttled:
+        add("throttled", f"clocks were held down during the timed windows ({throttled})")
     return out
+
+
+def _throttled(case: Case) -> str:
+    """The power/thermal throttle reasons the case's GPU state saw, named; '' if none."""
+    if case.gpuState is None:
+        return ""
+    bits = case.gpuState.throttleReasons
+    return ", ".join(name for bit, name in THROTTLE_REASONS.items() if bits & bit)
 
 
 CAVEAT_CODES = (
     "numerical_not_accepted", "graph_not_accepted", "oom", "allocation_retries", "recompute",
     "noisy_windows", "local_only_payload", "no_peak", "nvlink_not_measured", "above_peak",
-    "emulated",
+    "emulated", "throttled",
 )

@@ -56,6 +56,28 @@ class Windows(WireModel):
     backward: Annotated[list[PositiveMS], Field(min_length=1)] | None = None
 
 
+class PhaseMS(WireModel):
+    """Median over windows of each phase timed on its own (after a barrier)."""
+
+    dispatch: PositiveMS
+    experts: PositiveMS
+    combine: PositiveMS
+    route: PositiveMS | None = None
+
+
+class GpuState(WireModel):
+    """NVML samples over a case's timed windows, reduced over samples and ranks."""
+
+    smClockMinMHz: NonNegativeFloat
+    smClockMaxMHz: NonNegativeFloat
+    powerMaxW: NonNegativeFloat
+    temperatureMaxC: float
+    # NVML clocks-event (throttle) reason bits seen in any sample, OR-ed, and their names.
+    throttleReasons: Count
+    throttleReasonNames: list[Name] = Field(default_factory=list)
+    samples: PositiveCount
+
+
 class Case(WireModel):
     id: Annotated[str, Field(min_length=1, max_length=300)]
     mode: Literal["inference", "training"]
@@ -93,6 +115,11 @@ class Case(WireModel):
     forwardFlopsPerLogicalPayloadByteRank0: NonNegativeFloat | None = None
     capacityRows: Count | None = None
     emulated: bool = False
+    phaseMS: PhaseMS | None = None
+    dispatchGBps: NonNegativeFloat | None = None
+    combineGBps: NonNegativeFloat | None = None
+    gpuState: GpuState | None = None
+    gpuStateReason: Annotated[str, Field(max_length=1000)] | None = None  # why gpuState is null
 
 
 class Report(WireModel):

@@ -121,6 +121,8 @@ def test_listing_carries_the_same_derived_fields(client: TestClient, reference_i
 
 
 # Each crafted case is reference case 0 (which has no caveat) with a few fields changed.
+GPU_STATE = {"smClockMinMHz": 1500.0, "smClockMaxMHz": 1980.0, "powerMaxW": 690.0,
+             "temperatureMaxC": 71.0, "throttleReasons": 0, "samples": 12}
 CRAFTED: dict[str, tuple[dict[str, Any], set[str]]] = {
     "base": ({}, set()),
     "numerics": ({"numericalAccepted": False}, {"numerical_not_accepted"}),
@@ -145,6 +147,11 @@ CRAFTED: dict[str, tuple[dict[str, Any], set[str]]] = {
     "emulated-fast": ({"precision": "mxfp8", "emulated": True, "usefulTFPerGPU": 6000.0},
                       {"emulated"}),
     "emulated-no-peak": ({"precision": "fp6", "emulated": True}, {"emulated", "no_peak"}),
+    # NVML reason bits: 0x4 SW power cap throttles; 0x1 GPU idle and 0x2 application
+    # clocks setting do not.
+    "power-capped": ({"gpuState": {**GPU_STATE, "throttleReasons": 0x4 | 0x1}}, {"throttled"}),
+    "hot": ({"gpuState": {**GPU_STATE, "throttleReasons": 0x40}}, {"throttled"}),
+    "idle-bits": ({"gpuState": {**GPU_STATE, "throttleReasons": 0x1 | 0x2}}, set()),
     "several": ({"ooms": 1, "graphAccepted": False, "nvlinkRXGBps": None},
                 {"oom", "graph_not_accepted", "nvlink_not_measured"}),
 }
@@ -193,6 +200,8 @@ def test_crafted_cases_carry_exactly_their_caveats(
     assert noisy["windowSpreadPercent"] == approx((1.06 - 1.0) / 1.0 * 100)
     [caveat] = noisy["caveats"]
     assert "6.0 %" in caveat["message"]
+    assert "sw_power_cap" in _case(client, crafted_id, "power-capped")["caveats"][0]["message"]
+    assert "hw_thermal" in _case(client, crafted_id, "hot")["caveats"][0]["message"]
     assert "2 out-of-memory" in _case(client, crafted_id, "oom")["caveats"][0]["message"]
 
 

@@ -111,6 +111,16 @@ BAD_REPORTS: dict[str, tuple[Callable[[Body], Any], int, list[tuple[str, str]]]]
     # ep is an INTEGER column: 2**31 passed validation, then Postgres failed (a 500).
     "ep past int32": (_set("cases.0.ep", 2**31), 422, [("cases[0].ep", "must be <= 2.14748e+09")]),
     "F past int64": (_set("cases.0.F", 2**63), 422, [("cases[0].F", "must be <= 9.22337e+18")]),
+    "phase time zero": (_set("cases.0.phaseMS", {"dispatch": 0.2, "experts": 0, "combine": 0.1}),
+                        422, [("cases[0].phaseMS.experts", "must be > 0")]),
+    "phase missing": (_set("cases.0.phaseMS", {"dispatch": 0.2, "experts": 0.4}), 422,
+                      [("cases[0].phaseMS.combine", "field required")]),
+    "dispatch bandwidth negative": (_set("cases.1.dispatchGBps", -3.0), 422,
+                                    [("cases[1].dispatchGBps", "must be >= 0")]),
+    "throttle bits negative": (_set("cases.2.gpuState", {
+        "smClockMinMHz": 1500, "smClockMaxMHz": 1980, "powerMaxW": 700, "temperatureMaxC": 70,
+        "throttleReasons": -4, "samples": 3}), 422,
+        [("cases[2].gpuState.throttleReasons", "must be >= 0")]),
     "mode unknown": (_set("cases.0.mode", "serving"), 422, [("cases[0].mode", "Input should be*")]),
     "layerMS as string": (_set("cases.0.layerMS", "fast"), 422,
                           [("cases[0].layerMS", "Input should be a valid number*")]),
