@@ -14,7 +14,7 @@ from runner.matrix import MatrixError, load_matrix
 from runner.model import ModelError
 from runner.modelcheck import (
     capacity_factor_of,
-    check_report,
+    compare_report,
     format_check,
     load_report,
     model_lines,
@@ -22,6 +22,7 @@ from runner.modelcheck import (
     shape_of,
     spec_of,
 )
+from runner.spec import SpecError
 
 
 def model_command(matrix: Path | None, report: Path | None, check: bool, as_json: bool) -> int:
@@ -39,7 +40,7 @@ def model_command(matrix: Path | None, report: Path | None, check: bool, as_json
             m = load_matrix(matrix)
             shape, specs, factor = m.shape, m.cases, m.capacity_factor
         if check:
-            result = check_report(loaded)
+            result = compare_report(loaded)
             for line in format_check(result):
                 print(line)
             if result.failed:
@@ -51,7 +52,7 @@ def model_command(matrix: Path | None, report: Path | None, check: bool, as_json
             print(line)
     except BrokenPipeError:
         raise  # the reader left (`| head`): not a file error; the command line handles it
-    except (MatrixError, ModelError, InvalidPayload, OSError) as exc:
+    except (MatrixError, SpecError, ModelError, InvalidPayload, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -71,7 +72,8 @@ def run_command(matrix: Path, *, nproc: int | None, url: str | None, token: str 
         print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
-        from runner.launch import RunOptions, run_safely
+        from runner.launch import run_safely
+        from runner.reporter import RunOptions
     except ImportError as exc:
         print(f"error: moescope run needs torch (pip install 'moescope[runner]'): {exc}",
               file=sys.stderr)

@@ -18,7 +18,6 @@ import torch
 from runner.graphs import Steps, inference_steps, relative_error, training_steps
 from runner.layer import Experts, make_experts
 from runner.matrix import Timing
-from runner.model import CaseSpec, Shape
 from runner.native import USAGE as NATIVE
 from runner.oom import STATE as OOM
 from runner.oom import agree, free_memory, start_phase
@@ -26,6 +25,7 @@ from runner.pipelines import REGISTRY, BuildContext, Forward, build_reference
 from runner.platform import Platform, nvlink_counters
 from runner.report import RankOutcome
 from runner.routing import Plan
+from runner.spec import CaseSpec, Shape
 from runner.timing import Windows, time_windows
 
 # Relative error bound of the layer against its float64 reference (Frobenius norm over

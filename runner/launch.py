@@ -11,55 +11,24 @@ import json
 import os
 import socket
 import sys
-import time
 import traceback
-import uuid
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict
+from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.multiprocessing.spawn import spawn
 
-from runner.execute import ERROR_BOUNDS, run_case
+from runner.execute import run_case
 from runner.matrix import Matrix
-from runner.model import CaseSpec
 from runner.pipelines import REGISTRY
-from runner.platform import (
-    Platform,
-    datasheet_peaks,
-    detect,
-    host_info,
-    local_rank,
-    nvlink_counters,
-)
-from runner.progress import Progress, progress_line
-from runner.report import (
-    PlatformFacts,
-    RankOutcome,
-    Unmeasured,
-    block_size_problem,
-    build_case,
-    build_meta,
-    check_report,
-)
+from runner.platform import Platform, detect, local_rank
+from runner.report import RankOutcome, block_size_problem
+from runner.reporter import Reporter, RunOptions
 from runner.routing import Plan, RoutingError, build_plan
-from runner.spool import Spool, SpoolError, write_atomic
-
-if TYPE_CHECKING:
-    from runner.client import Sender
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    matrix: Matrix
-    url: str | None
-    token: str | None
-    out: Path | None
-    spool_dir: Path
-    deadline_s: float = 60.0
+from runner.spec import CaseSpec
+from runner.spool import SpoolError
 
 
 def free_port() -> int:
@@ -102,24 +71,6 @@ def skip_reason(spec: CaseSpec, matrix: Matrix, world: int) -> str | None:
     except RoutingError as exc:
         return f"{spec.id}: {exc}"
     return None
-
-
-def platform_facts(plat: Platform, matrix: Matrix, world: int) -> PlatformFacts:
-    sheet = datasheet_peaks(plat.gpu_name) if plat.cuda else None
-    overrides = matrix.peaks
-    tf = dict(sheet.tf) if sheet else {}
-    tf.update(overrides.tf)
-    source = ("matrix override" if overrides.tf or overrides.hbm_gbps else
-              "datasheet" if sheet else "none")
-    return PlatformFacts(
-        gpu_name=plat.gpu_name, cuda=plat.cuda,
-        host=host_info(plat, world), peaks_tf=tf,
-        hbm_gbps=overrides.hbm_gbps or (sheet.hbm_gbps if sheet else None),
-        nvlink_gbps_per_direction=(overrides.nvlink_gbps_per_direction
-                                   or (sheet.nvlink_gbps_per_direction if sheet else None)),
-        peaks_source=source,
-        nvlink_readable=plat.cuda and nvlink_counters(plat.device) is not None,
-    )
 
 
 def _groups(world: int, eps: set[int]) -> dict[int, Any]:
@@ -217,110 +168,6 @@ def gather_json(value: Any, group: Any, device: torch.device) -> list[Any]:
     dist.all_gather(chunks, padded, group=group)
     return [json.loads(bytes(c[:int(n)].cpu().tolist()).decode())
             for c, n in zip(chunks, sizes, strict=True)]
-
-
-class Reporter:
-    """Rank 0's side: the report, its delivery, ``--out`` and the progress lines."""
-
-    def __init__(self, opts: RunOptions, matrix: Matrix, plat: Platform, world: int,
-                 skipped: list[str], runnable: int) -> None:
-        self.opts, self.matrix, self.started = opts, matrix, time.monotonic()
-        self.facts = platform_facts(plat, matrix, world)
-        self.run_id = f"{socket.gethostname()}-{time.strftime('%Y%m%dT%H%M%S')}-" \
-                      f"{uuid.uuid4().hex[:8]}"
-        pipeline_notes = [REGISTRY[p].note for p in dict.fromkeys(c.pipeline
-                                                                  for c in matrix.cases)]
-        graph = [] if plat.cuda else ["no CUDA graphs on the CPU: graphAccepted is null"]
-        self.meta = build_meta(matrix, self.facts, self.run_id, pipeline_notes, skipped, graph)
-        self.cases: list[dict[str, Any]] = []
-        self.runtime_skips: list[str] = []
-        self.unposted_skips: list[str] = []
-        self.progress = Progress(runnable)
-        for reason in skipped:
-            print(f"skip {reason}", file=sys.stderr)
-        self.sender: Sender | None = None
-        spool = Spool(opts.spool_dir)
-        if opts.url:
-            from runner.client import Sender, resend_earlier  # httpx only when posting
-
-            resend_earlier(spool, opts.token)
-            self.sender = Sender(spool, opts.url, opts.token, self.meta, opts.deadline_s)
-            self.sender.start()
-        self._write_out()
-
-    def add(self, index: int, total: int, spec: CaseSpec, outcomes: list[Any]) -> bool:
-        """Report one case; False when it failed (invalid, undeliverable, numerics not
-        accepted). Running out of memory is an outcome, not a failure: the case is
-        reported with ``ooms`` counted, or skipped when none of its times was measured."""
-        bound = ERROR_BOUNDS[spec.precision]
-        elapsed = time.monotonic() - self.started
-        try:
-            case = build_case(spec, self.matrix, outcomes, self.facts, bound)
-            notes = [o.graph_note for o in outcomes if getattr(o, "graph_note", None)]
-            if notes and self.facts.cuda:
-                case["graphNote"] = notes[0]
-            if self.unposted_skips:
-                # The posted meta was written before the cases ran; the next case
-                # carries what was skipped since the previous one.
-                case["runtimeSkipped"] = list(self.unposted_skips)
-            check_report(self.meta, [*self.cases, case])
-        except Unmeasured as exc:
-            self.skip_at_runtime(spec, str(exc))
-            self.progress.case(progress_line(index, total, spec.id, elapsed, None, str(exc)),
-                               spec.id)
-            return True
-        except ValueError as exc:
-            self.skip_at_runtime(spec, f"invalid result: {exc}")
-            self.progress.case(progress_line(index, total, spec.id, elapsed, None,
-                                             "invalid result"), spec.id)
-            return False
-        self.unposted_skips.clear()
-        self.cases.append(case)
-        self._write_out()
-        self.progress.case(progress_line(index, total, spec.id, elapsed, case), spec.id)
-        if self.sender is not None:
-            try:
-                self.sender.send(case)
-            except SpoolError as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                return False
-        return case["numericalAccepted"] is not False
-
-    def skip_at_runtime(self, spec: CaseSpec, reason: str) -> None:
-        self.runtime_skips.append(f"{spec.id}: {reason}")
-        self.unposted_skips.append(f"{spec.id}: {reason}")
-        print(f"skip {spec.id}: {reason}", file=sys.stderr)
-
-    def _write_out(self) -> None:
-        if self.opts.out is None:
-            return
-        meta = dict(self.meta)
-        if self.runtime_skips:
-            meta["runtimeSkippedNote"] = "Skipped while running: " + "; ".join(
-                self.runtime_skips)
-        data = json.dumps({"meta": meta, "cases": self.cases}, indent=1).encode()
-        write_atomic(self.opts.out, data)
-
-    def finish(self, failures: int) -> int:
-        self.progress.close()
-        self._write_out()
-        if self.unposted_skips:
-            print(f"note: skipped after the last posted case (in --out only): "
-                  f"{'; '.join(self.unposted_skips)}", file=sys.stderr)
-        code = 1 if failures else 0
-        if not self.cases:  # every case skipped: nothing was measured, say so
-            print("error: no case ran (see the skip lines above)", file=sys.stderr)
-            code = 1
-        if self.sender is not None:
-            result = self.sender.close()
-            if result.pending or result.rejected:
-                print(f"warning: {result.pending} case(s) still spooled in "
-                      f"{self.opts.spool_dir}, {result.rejected} refused; resend with "
-                      f"`moescope runner flush`", file=sys.stderr)
-                code = 1
-        print(f"{len(self.cases)} case(s) done, {failures} failed or not accepted, "
-              f"run {self.run_id}", file=sys.stderr)
-        return code
 
 
 def run_safely(opts: RunOptions, nproc: int | None) -> int:

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.model import MODES, PIPELINES, PRECISIONS, CaseSpec, ModelError, Shape, check_case
+from runner.spec import MODES, PIPELINES, PRECISIONS, CaseSpec, Shape, SpecError, check_spec
 
 CASE_KEYS = ("mode", "ep", "precision", "pipeline", "F", "imbalance", "category")
 TOP_KEYS = {"shape", "matrix", "case", "timing", "capacity_factor", "seed", "peaks"}
@@ -111,8 +111,8 @@ def parse_matrix(data: dict[str, Any]) -> Matrix:
             raise MatrixError("case", f"duplicate case id {spec.id!r}")
         seen[spec.id] = 1
         try:
-            check_case(shape, spec)
-        except ModelError as exc:
+            check_spec(shape, spec)
+        except SpecError as exc:
             raise MatrixError(f"{spec.id}.{str(exc).split(':')[0]}",
                               str(exc).split(": ", 1)[1]) from None
     return Matrix(

@@ -33,10 +33,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any
 
-Mode = Literal["inference", "training"]
-MODES: tuple[Mode, ...] = ("inference", "training")
+from runner.spec import PRECISIONS, CaseSpec, Shape, check_spec
 
 # Bytes per element, data plus its share of the block scale (DESIGN.md).
 ELEMENT_BYTES: dict[str, Fraction] = {
@@ -44,9 +43,7 @@ ELEMENT_BYTES: dict[str, Fraction] = {
     "mxfp8": Fraction(33, 32),  # e4m3 byte + one e8m0 scale byte per 32 elements
     "nvfp4": Fraction(9, 16),  # half a byte (e2m1) + one e4m3 scale byte per 16 elements
 }
-PRECISIONS = tuple(ELEMENT_BYTES)
-# The pipelines the runner's registry implements (runner/pipelines.py checks it agrees).
-PIPELINES = ("standard", "staged", "mega")
+assert tuple(ELEMENT_BYTES) == PRECISIONS, "runner.spec.PRECISIONS must list ELEMENT_BYTES"
 BLOCK_ELEMENTS = {"mxfp8": 32, "nvfp4": 16}  # elements sharing one block scale
 GROUP_ROWS = 128  # quantized GEMMs take each expert's rows padded to a multiple of this
 CAPACITY_FACTOR = 8
@@ -55,68 +52,6 @@ TRAINING_FACTOR = 3  # forward + backward (two GEMMs per forward GEMM)
 
 class ModelError(ValueError):
     """A case the model cannot describe; the message names the field."""
-
-
-@dataclass(frozen=True)
-class Shape:
-    T: int
-    D: int
-    E: int
-    K: int
-
-    @property
-    def TK(self) -> int:
-        return self.T * self.K
-
-
-@dataclass(frozen=True)
-class CaseSpec:
-    mode: Mode
-    ep: int
-    precision: str
-    pipeline: str
-    category: str
-    F: int
-    imbalance: float
-
-    @property
-    def id(self) -> str:
-        return (f"{self.mode}-ep{self.ep}-{self.precision}-{self.pipeline}-{self.category}"
-                f"-F{self.F}-i{format_imbalance(self.imbalance)}")
-
-    @property
-    def quantized(self) -> bool:
-        return self.precision != "bf16"
-
-    @property
-    def training(self) -> bool:
-        return self.mode == "training"
-
-
-def format_imbalance(value: float) -> str:
-    """1.0 -> '1', 1.5 -> '1.5' (the reference writes ``i1``, ``i4``)."""
-    return f"{value:g}" if value != int(value) else str(int(value))
-
-
-def check_case(shape: Shape, case: CaseSpec) -> None:
-    if case.mode not in MODES:
-        raise ModelError(f"mode: {case.mode!r} is not one of {', '.join(MODES)}")
-    if case.precision not in ELEMENT_BYTES:
-        raise ModelError(f"precision: {case.precision!r} is not one of {', '.join(PRECISIONS)}")
-    if case.pipeline not in PIPELINES:
-        raise ModelError(f"pipeline: {case.pipeline!r} is not one of {', '.join(PIPELINES)}")
-    if case.ep < 1:
-        raise ModelError(f"ep: must be >= 1, got {case.ep}")
-    if shape.E % case.ep:
-        raise ModelError(f"ep: E={shape.E} experts do not split evenly over ep={case.ep} ranks")
-    if shape.K > shape.E:
-        raise ModelError(f"K: top-{shape.K} needs at least {shape.K} experts, E={shape.E}")
-    if case.F < 1:
-        raise ModelError(f"F: must be >= 1, got {case.F}")
-    if not 1 <= case.imbalance <= case.ep:
-        raise ModelError(
-            f"imbalance: must lie in [1, ep={case.ep}] (rank 0 receives imbalance x the mean),"
-            f" got {case.imbalance}")
 
 
 # --- routing plan ---------------------------------------------------------------------
@@ -260,7 +195,7 @@ def saved_bytes(shape: Shape, case: CaseSpec, receive: list[int]) -> list[int]:
     return out
 
 
-def expert_rows(rows: int, experts: int) -> list[int]:
+def rows_per_expert(rows: int, experts: int) -> list[int]:
     """A rank's rows split evenly over its experts, the spare ones to the first experts."""
     base, spare = divmod(rows, experts)
     return [base + (1 if e < spare else 0) for e in range(experts)]
@@ -268,7 +203,7 @@ def expert_rows(rows: int, experts: int) -> list[int]:
 
 def padded_rows(rows: int, experts: int) -> int:
     """Rows a quantized pipeline holds: each expert's group padded to GROUP_ROWS."""
-    return sum(-(-n // GROUP_ROWS) * GROUP_ROWS for n in expert_rows(rows, experts))
+    return sum(-(-n // GROUP_ROWS) * GROUP_ROWS for n in rows_per_expert(rows, experts))
 
 
 def payload_rows_rank0(shape: Shape, case: CaseSpec, receive: list[int]) -> Fraction:
@@ -282,13 +217,27 @@ def logical_payload_rank0(rows_sent: int | Fraction, shape: Shape) -> Fraction:
     return 2 * shape.D * 2 * Fraction(rows_sent)
 
 
+def bf16_scratch_row_bytes(shape: Shape, case: CaseSpec) -> int:
+    """DESIGN.md's bf16 scratch per capacity row."""
+    d, f = shape.D, case.F
+    return 4 * d + 10 * f if case.training else 2 * d + 6 * f
+
+
 def scratch_bytes_bf16(shape: Shape, case: CaseSpec, factor: int = CAPACITY_FACTOR
                        ) -> int | None:
     """DESIGN.md's bf16 scratch; the quantized pipelines' scratch is not modelled."""
     if case.quantized:
         return None
-    cap, d, f = capacity_rows(shape, case, factor), shape.D, case.F
-    return cap * (4 * d + 10 * f) if case.training else cap * (2 * d + 6 * f)
+    return capacity_rows(shape, case, factor) * bf16_scratch_row_bytes(shape, case)
+
+
+def runner_scratch_bytes(shape: Shape, case: CaseSpec, factor: int) -> int:
+    """The runner's scratch accounting: the bf16 widths over the capacity rows, plus the
+    uint8 wire rows (data and scales, 4 bytes of tensor scale) of a quantized dispatch."""
+    per_row = bf16_scratch_row_bytes(shape, case)
+    if case.quantized and case.pipeline != "standard":
+        per_row += int(shape.D * ELEMENT_BYTES[case.precision]) + 4
+    return capacity_rows(shape, case, factor) * per_row
 
 
 @dataclass(frozen=True)
@@ -332,7 +281,7 @@ def _number(value: Fraction) -> int | float:
 
 def model_case(shape: Shape, case: CaseSpec, capacity_factor: int = CAPACITY_FACTOR
                ) -> CaseModel:
-    check_case(shape, case)
+    check_spec(shape, case)
     receive = receive_rows(case.ep, shape.TK, case.imbalance)
     return CaseModel(
         id=case.id,

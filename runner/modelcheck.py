@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ingest.schema import Case, Report
 from ingest.validate import parse_json, validate_report
-from runner.model import CAPACITY_FACTOR, CaseModel, CaseSpec, Shape, model_case
+from runner.model import CAPACITY_FACTOR, CaseModel, model_case
+from runner.spec import CaseSpec, Shape
 
 # Fields --check must reproduce, and the tolerance it holds them to.
 CHECKED_FIELDS = ("usefulTFPerGPU", "analyticalHBMGBps", "capacityRows", "receiveRows",
@@ -84,7 +85,7 @@ class CheckResult:
                 if name in CHECKED_FIELDS and f.worst >= TOLERANCE]
 
 
-def check_case(case: Case, model: CaseModel, result: CheckResult) -> None:
+def compare_case(case: Case, model: CaseModel, result: CheckResult) -> None:
     ms = case.layerMS
     result.field("usefulTFPerGPU").add(
         case.id, relative_error(model.useful_tf_per_gpu(ms), case.usefulTFPerGPU))
@@ -105,11 +106,11 @@ def check_case(case: Case, model: CaseModel, result: CheckResult) -> None:
             float(model.logicalForwardPayloadBytesRank0), case.logicalForwardPayloadBytesRank0))
 
 
-def check_report(report: Report) -> CheckResult:
+def compare_report(report: Report) -> CheckResult:
     shape, factor = shape_of(report), capacity_factor_of(report)
     result = CheckResult()
     for case in report.cases:
-        check_case(case, model_case(shape, spec_of(case), factor), result)
+        compare_case(case, model_case(shape, spec_of(case), factor), result)
     return result
 
 

@@ -37,9 +37,9 @@ from runner.layer import (
     prepare,
     routed_pass,
 )
-from runner.model import PIPELINES
 from runner.routing import Plan, rank_routing
 from runner.schedule import PHASES, Phase, handoff, pipeline_schedule, run_schedule
+from runner.spec import PIPELINES
 
 Forward = Callable[[torch.Tensor, Experts], torch.Tensor]
 F = TypeVar("F", bound=Callable[..., torch.Tensor])
@@ -220,7 +220,7 @@ REGISTRY: dict[str, Pipeline] = {
                  "replayed as one CUDA graph where capture succeeds"),
     )
 }
-assert tuple(REGISTRY) == PIPELINES, "runner.model.PIPELINES must list the registry"
+assert tuple(REGISTRY) == PIPELINES, "runner.spec.PIPELINES must list the registry"
 
 
 def build_reference(ctx: BuildContext) -> Forward:

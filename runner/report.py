@@ -11,14 +11,8 @@ from typing import Any
 from ingest.schema import wire_dict
 from ingest.validate import validate_case, validate_report
 from runner.matrix import Matrix
-from runner.model import (
-    BLOCK_ELEMENTS,
-    ELEMENT_BYTES,
-    CaseSpec,
-    Shape,
-    capacity_rows,
-    model_case,
-)
+from runner.model import BLOCK_ELEMENTS, logical_payload_rank0, model_case, runner_scratch_bytes
+from runner.spec import CaseSpec, Shape
 
 ERROR_BOUND_NOTE = ("numericalAccepted: relative Frobenius error against a float64 "
                     "reference of the same routed layer (training: worst of output and all "
@@ -71,16 +65,6 @@ def _median(values: list[float]) -> float:
     return float(statistics.median(values))
 
 
-def scratch_bytes(shape: Shape, spec: CaseSpec, factor: int) -> int:
-    """The runner's scratch accounting: DESIGN.md's bf16 per-row widths over the capacity
-    rows, plus the uint8 wire rows of a quantized dispatch."""
-    cap, d, f = capacity_rows(shape, spec, factor), shape.D, spec.F
-    per_row = (4 * d + 10 * f) if spec.training else (2 * d + 6 * f)
-    if spec.quantized and spec.pipeline != "standard":
-        per_row += int(d * ELEMENT_BYTES[spec.precision]) + 4
-    return cap * per_row
-
-
 def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[RankOutcome],
                facts: PlatformFacts, bound: float) -> dict[str, Any]:
     shape = matrix.shape
@@ -92,10 +76,10 @@ def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[RankOutcome],
     layer_ms = _median(first.combined)
     error = first.numerical_error
     forward_flops = model.forwardFlops
-    payload = 2 * shape.D * 2 * first.rows_sent_off_rank
+    payload = int(logical_payload_rank0(first.rows_sent_off_rank, shape))
     saved = model.savedBytes
     slot = max(saved, default=0)
-    scratch = scratch_bytes(shape, spec, matrix.capacity_factor)
+    scratch = runner_scratch_bytes(shape, spec, matrix.capacity_factor)
     windows: dict[str, list[float]] = {"combined": first.combined, "forward": first.forward}
     if first.backward is not None:
         windows["backward"] = first.backward
@@ -236,7 +220,7 @@ def build_meta(matrix: Matrix, facts: PlatformFacts, run_id: str, pipeline_notes
     return meta
 
 
-def check_report(meta: dict[str, Any], cases: list[dict[str, Any]]) -> None:
+def check_service_accepts(meta: dict[str, Any], cases: list[dict[str, Any]]) -> None:
     """Raise ingest's InvalidPayload when the service would refuse this report."""
     validate_report({"meta": meta, "cases": cases})
 

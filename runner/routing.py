@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from runner.model import CaseSpec, Shape, receive_rows, send_matrix
+from runner.model import receive_rows, send_matrix
+from runner.spec import CaseSpec, Shape
 
 
 class RoutingError(ValueError):

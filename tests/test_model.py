@@ -14,12 +14,8 @@ import pytest
 
 from app.cli import main
 from runner.model import (
-    CaseSpec,
-    ModelError,
-    Shape,
     active_experts_mean,
     capacity_rows,
-    check_case,
     largest_remainder,
     model_bytes,
     model_case,
@@ -29,6 +25,7 @@ from runner.model import (
     send_matrix,
     zipf_exponent,
 )
+from runner.spec import CaseSpec, Shape, SpecError, check_spec
 
 # T=4 tokens, D=8, E=4 experts, top-2: TK = 8 routed rows per rank.
 TINY = Shape(T=4, D=8, E=4, K=2)
@@ -116,8 +113,8 @@ def test_logical_payload_by_hand() -> None:
     ({"pipeline": "warp"}, "pipeline"),
 ])
 def test_invalid_cases_name_the_field(overrides: dict[str, Any], field: str) -> None:
-    with pytest.raises(ModelError, match=f"^{field}: "):
-        check_case(TINY, spec(**overrides))
+    with pytest.raises(SpecError, match=f"^{field}: "):
+        check_spec(TINY, spec(**overrides))
 
 
 def test_check_reproduces_the_reference(capsys: pytest.CaptureFixture[str]) -> None:

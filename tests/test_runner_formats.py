@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from runner.model import CaseSpec, Shape, receive_rows
+from runner.model import receive_rows
 from runner.quant import (
     dequantize_mxfp8,
     dequantize_nvfp4,
@@ -17,6 +17,7 @@ from runner.quant import (
     wire_width,
 )
 from runner.routing import RoutingError, build_plan, rank_routing
+from runner.spec import CaseSpec, Shape
 
 
 def test_mxfp8_scale_is_the_power_of_two_that_fits_448() -> None:

@@ -21,9 +21,9 @@ from torch.multiprocessing.spawn import spawn
 
 from app.testing import free_port
 from runner.layer import Experts, grouped_mm_runs, make_experts
-from runner.model import CaseSpec, Shape
 from runner.pipelines import BuildContext, Forward, compiled_or_eager, mega_forward
 from runner.routing import build_plan
+from runner.spec import CaseSpec, Shape
 
 SHAPE = Shape(T=32, D=64, E=4, K=2)
 SPEC = CaseSpec("training", 2, "mxfp8", "mega", "t", 64, 1.5)

@@ -17,8 +17,8 @@ from conftest import live_server
 
 from app.testing import REPO
 from ingest.validate import validate_report
-from runner.model import CaseSpec
 from runner.oom import INJECT_ENV
+from runner.spec import CaseSpec
 
 pytestmark = pytest.mark.live
 

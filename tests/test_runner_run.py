@@ -23,7 +23,8 @@ from app.testing import REPO
 from ingest.schema import Case
 from ingest.validate import validate_report
 from runner.execute import ERROR_BOUNDS
-from runner.model import CaseSpec, Shape, model_case
+from runner.model import model_case
+from runner.spec import CaseSpec, Shape
 
 pytestmark = pytest.mark.live
 
@@ -196,13 +197,14 @@ def test_ctrl_c_says_where_the_finished_cases_are(
 ) -> None:
     from runner import launch
     from runner.matrix import load_matrix
+    from runner.reporter import RunOptions
 
-    def interrupted(opts: launch.RunOptions, nproc: int | None) -> int:
+    def interrupted(opts: RunOptions, nproc: int | None) -> int:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(launch, "launch", interrupted)
-    opts = launch.RunOptions(load_matrix(one_case_matrix(tmp_path, 1)), "http://x", None,
-                             tmp_path / "r.json", tmp_path / "spool")
+    opts = RunOptions(load_matrix(one_case_matrix(tmp_path, 1)), "http://x", None,
+                      tmp_path / "r.json", tmp_path / "spool")
     assert launch.run_safely(opts, 1) == 130
     err = capsys.readouterr().err
     assert err.startswith("interrupted: the case in flight is lost")

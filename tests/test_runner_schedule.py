@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from runner.layer import PassConfig, experts_loop, make_experts, prepare, routed_pass
-from runner.model import CaseSpec, Shape
 from runner.pipelines import BuildContext, build_staged
 from runner.routing import build_plan, rank_routing
 from runner.schedule import pipeline_schedule, run_schedule
+from runner.spec import CaseSpec, Shape
 
 
 def test_three_stages_overlap_transfers_with_the_experts() -> None:
