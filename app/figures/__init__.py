@@ -1,0 +1,36 @@
+"""Plotly figure builders: pure functions from plain report data to ``go.Figure``.
+
+Input is what the API gives: case dicts as ``case_out`` returns them (wire fields plus the
+derived ones) and the report's ``meta`` dict. Nothing here touches a database or Dash, so
+the dashboard and a static HTML export build the very same figures.
+
+Each chart is first a *spec*, the figure as plain plotly data, then a ``go.Figure`` wrapped
+around it unvalidated: plotly's validation and its deep copies cost several times the
+building itself, which a filter callback redrawing nine charts cannot afford. The
+dashboard hands specs straight to ``dcc.Graph``; the tests validate every figure.
+
+The modules: ``style`` (colours, markers, escaping), ``layout`` (the frame of a chart),
+``traces`` (per-case traces), ``report_charts`` and ``panel_charts`` (the nine report
+charts), ``charts`` (them listed with their notes), ``case_charts`` (one case).
+"""
+
+from app.figures.case_charts import case_figures, case_memory_spec, case_specs, case_windows
+from app.figures.charts import CHARTS, Chart, report_figures
+from app.figures.layout import to_figure
+from app.figures.panel_charts import matching_series, memory_spec, scaling_spec
+from app.figures.style import (
+    Case,
+    Meta,
+    Spec,
+    pipeline_pattern,
+    pipeline_symbol,
+    precision_colour,
+    text,
+)
+
+__all__ = [
+    "CHARTS", "Case", "Chart", "Meta", "Spec", "case_figures", "case_memory_spec",
+    "case_specs", "case_windows", "matching_series", "memory_spec", "pipeline_pattern",
+    "pipeline_symbol", "precision_colour", "report_figures", "scaling_spec", "text",
+    "to_figure",
+]

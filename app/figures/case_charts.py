@@ -1,0 +1,75 @@
+"""The charts of one case: its timing windows, rows received per rank, memory breakdown and
+saved bytes per rank."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+from app.figures.layout import chart_layout, figure, titled, to_figure
+from app.figures.style import GIB, Case, Spec, Trace, precision_colour
+
+
+def case_windows_spec(case: Case) -> Spec:
+    """The timing windows (combined, forward, backward) of one case."""
+    windows = case.get("windows") or {}
+    data = [{"type": "scatter", "mode": "lines+markers", "name": kind,
+             "x": list(range(1, len(windows[kind]) + 1)), "y": windows[kind],
+             "hovertemplate": f"{kind} window %{{x}}: %{{y:.4f}} ms<extra></extra>"}
+            for kind in ("combined", "forward", "backward") if windows.get(kind)]
+    return figure(data, chart_layout("Timing windows (per iteration)",
+                                     "time (ms)", height=360,
+                                     xaxis={"title": titled("window"), "dtick": 1},
+                                     legend={"title": titled("kind")}))
+
+
+def _case_bar(case: Case, x: list[Any], y: list[Any], name: str, hover: str) -> Trace:
+    return {"type": "bar", "x": x, "y": y, "name": name, "hovertemplate": hover,
+            "marker": {"color": precision_colour(str(case["precision"]))}}
+
+
+def case_receive_rows_spec(case: Case) -> Spec:
+    rows = case.get("receiveRows") or []
+    bar = _case_bar(case, list(range(len(rows))), rows, "received rows",
+                    "rank %{x}: %{y} rows<extra></extra>")
+    return figure([bar], chart_layout("Rows received per rank", "rows", height=360,
+                                      xaxis={"title": titled("rank")}))
+
+
+_MEMORY_FIELDS = (
+    ("slotBytes", "arena slot"), ("scratchBytes", "arena scratch"), ("arenaBytes", "arena"),
+    ("inputBytes", "inputs"), ("hostScratchBytes", "host scratch"),
+)
+
+
+def case_memory_spec(case: Case) -> Spec:
+    labels = [label for _, label in _MEMORY_FIELDS] + ["allocated peak", "reserved peak"]
+    # A size the runner did not measure draws no bar, rather than one of 0 GiB.
+    values = [None if case.get(f) is None else case[f] / GIB for f, _ in _MEMORY_FIELDS] + [
+        case.get("allocatedPeakGiB"), case.get("reservedPeakGiB")]
+    bar = _case_bar(case, labels, values, "memory", "%{x}: %{y:.3f} GiB<extra></extra>")
+    return figure([bar], chart_layout("Memory breakdown", "GiB", height=360,
+                                      xaxis={"title": titled("accounting view")}))
+
+
+def case_saved_bytes_spec(case: Case) -> Spec:
+    saved = case.get("savedBytes") or []
+    bar = _case_bar(case, list(range(len(saved))), [s / GIB for s in saved], "saved bytes",
+                    "rank %{x}: %{y:.3f} GiB<extra></extra>")
+    title = "Saved activations per rank" + ("" if saved else " (none: inference)")
+    return figure([bar], chart_layout(title, "saved GiB", height=360,
+                                      xaxis={"title": titled("rank")}))
+
+
+def case_figures(case: Case) -> dict[str, go.Figure]:
+    return {key: to_figure(spec) for key, spec in case_specs(case).items()}
+
+
+def case_specs(case: Case) -> dict[str, Spec]:
+    return {"windows": case_windows_spec(case), "receive-rows": case_receive_rows_spec(case),
+            "memory": case_memory_spec(case), "saved-bytes": case_saved_bytes_spec(case)}
+
+
+def case_windows(case: Case) -> go.Figure:
+    return to_figure(case_windows_spec(case))

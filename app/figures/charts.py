@@ -1,0 +1,58 @@
+"""The nine report charts, each with the meta notes that qualify it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from app.figures.layout import to_figure
+from app.figures.panel_charts import memory_spec, routing_spec, scaling_spec
+from app.figures.report_charts import (
+    arithmetic_intensity_spec,
+    hbm_spec,
+    layer_time_spec,
+    nvlink_spec,
+    percent_of_peak_spec,
+    throughput_spec,
+)
+from app.figures.style import Case, Meta, Spec
+
+
+@dataclass(frozen=True)
+class Chart:
+    key: str
+    title: str
+    spec: Callable[[Sequence[Case], Meta], Spec]
+    notes: tuple[str, ...]  # the meta notes that qualify it (placementNote: see below)
+
+    def make(self, cases: Sequence[Case], meta: Meta, *, legend: bool = True) -> Spec:
+        """The chart's spec; ``legend=False`` for a page that shows one shared legend of
+        the styles instead (plotly lays out each legend anew, a large part of drawing)."""
+        spec = self.spec(cases, meta)
+        if not legend:
+            spec["layout"]["showlegend"] = False
+        return spec
+
+    def build(self, cases: Sequence[Case], meta: Meta, *, legend: bool = True) -> go.Figure:
+        return to_figure(self.make(cases, meta, legend=legend))
+
+
+# placementNote qualifies every cross-EP comparison: the dashboard adds it to any chart
+# whose view spans more than one EP.
+CHARTS: tuple[Chart, ...] = (
+    Chart("throughput", "Useful TFLOP/s per GPU", throughput_spec, ("timingNote",)),
+    Chart("percent-of-peak", "% of peak", percent_of_peak_spec, ("peakNote", "timingNote")),
+    Chart("layer-time", "Layer time", layer_time_spec, ("timingNote",)),
+    Chart("nvlink", "NVLink TX/RX", nvlink_spec, ("bandwidthNote",)),
+    Chart("hbm", "Analytical HBM", hbm_spec, ("bandwidthNote", "timingNote")),
+    Chart("memory", "Memory", memory_spec, ("memoryNote",)),
+    Chart("routing", "Routing", routing_spec, ()),
+    Chart("scaling", "Scaling", scaling_spec, ("timingNote",)),
+    Chart("intensity", "Arithmetic intensity", arithmetic_intensity_spec, ("timingNote",)),
+)
+
+
+def report_figures(cases: Sequence[Case], meta: Meta) -> dict[str, go.Figure]:
+    return {chart.key: chart.build(cases, meta) for chart in CHARTS}

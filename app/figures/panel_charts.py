@@ -1,0 +1,212 @@
+"""The report charts of several panels: memory (three panels on one case axis), routing
+(heatmap beside the imbalance) and scaling (against F and against EP)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from app.figures.layout import case_axis, chart_layout, figure, missing, muted, panel_title, titled
+from app.figures.style import (
+    GIB,
+    Case,
+    Meta,
+    Spec,
+    Trace,
+    bar_marker,
+    grouped,
+    marker,
+    precision_colour,
+    series_key,
+    series_name,
+    text,
+)
+from app.figures.traces import hover, hover_data, positions, scatter
+
+
+def _saved_stats(case: Case) -> tuple[float, float, float]:
+    saved = case["savedBytes"]
+    return min(saved) / GIB, sum(saved) / len(saved) / GIB, max(saved) / GIB
+
+
+def memory_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+    """6. Peak allocated/reserved GiB; arena slot + scratch; training saved bytes per rank."""
+    pos = positions(cases)
+    data: list[Trace] = []
+    peaks = hover("allocated peak %{customdata[1]:.2f} GiB",
+                  "reserved peak %{customdata[2]:.2f} GiB")
+    for key, group in grouped(cases).items():
+        name = series_name(key)
+        x = [pos[str(c["id"])] for c in group]
+        custom = hover_data(group, lambda c: c.get("allocatedPeakGiB"),
+                            lambda c: c.get("reservedPeakGiB"))
+        data.append(scatter(group, key, x, [c.get("allocatedPeakGiB") for c in group],
+                            custom, peaks, name=f"{name} allocated"))
+        data.append(scatter(group, key, x, [c.get("reservedPeakGiB") for c in group],
+                            custom, peaks, name=f"{name} reserved",
+                            marker=marker(key, open_=True)))
+        arena = hover_data(group, lambda c: (c.get("slotBytes") or 0) / GIB,
+                           lambda c: (c.get("scratchBytes") or 0) / GIB,
+                           lambda c: (c.get("arenaBytes") or 0) / GIB)
+        for field, opacity in (("slotBytes", 1.0), ("scratchBytes", 0.5)):
+            data.append({
+                # A missing size draws no bar: a bar of 0 GiB would claim a measurement.
+                "type": "bar", "x": x,
+                "y": [None if c.get(field) is None else c[field] / GIB for c in group],
+                "name": f"{name} {field[:-5]}", "legendgroup": name, "showlegend": False,
+                "opacity": opacity, "marker": bar_marker(key), "xaxis": "x2", "yaxis": "y2",
+                "customdata": arena, "hovertemplate": hover(
+                    "slot %{customdata[1]:.2f} GiB", "scratch %{customdata[2]:.2f} GiB",
+                    "arena %{customdata[3]:.2f} GiB"),
+            })
+    for key, group in grouped(c for c in cases if c.get("savedBytes")).items():
+        stats = [_saved_stats(c) for c in group]
+        custom = [[text(c["id"]), lo, hi, len(c["savedBytes"])]
+                  for c, (lo, _, hi) in zip(group, stats, strict=True)]
+        data.append(scatter(
+            group, key, [pos[str(c["id"])] for c in group], [mid for _, mid, _ in stats],
+            custom, hover("saved per rank: mean %{y:.3f} GiB, min %{customdata[1]:.3f}, "
+                          "max %{customdata[2]:.3f}", "%{customdata[3]} ranks"),
+            name=f"{series_name(key)} saved", showlegend=False, xaxis="x3", yaxis="y3",
+            error_y={"type": "data", "symmetric": False,
+                     "array": [hi - mid for _, mid, hi in stats],
+                     "arrayminus": [mid - lo for lo, mid, _ in stats]},
+        ))
+    axis = case_axis(cases)
+    # The panels share the case axis; only the bottom one labels it (a label under an
+    # upper panel would run into the panel below).
+    bare = {**axis, "title": None, "showticklabels": False}
+    annotations = [
+        panel_title("PyTorch peaks: allocated (filled), reserved (open)", 0.5, 0.95),
+        panel_title("Arena: slot (solid) + scratch (light), stacked", 0.5, 0.61),
+        panel_title("Training saved bytes per rank: mean, bar min-max", 0.5, 0.27),
+    ]
+    empty_panels = (
+        (("allocatedPeakGiB", "reservedPeakGiB"), missing(cases, "PyTorch peaks"), 0.8),
+        (("slotBytes", "scratchBytes"), missing(cases, "arena sizes"), 0.46),
+    )
+    for fields, message, y in empty_panels:
+        if not any(c.get(f) is not None for c in cases for f in fields):
+            annotations.append(muted(panel_title(message, 0.5, y)))
+    if not any(c.get("savedBytes") for c in cases):
+        annotations.append(muted(panel_title("no training case in view", 0.5, 0.12)))
+    layout = chart_layout(
+        "Memory", "peak GiB", height=860, barmode="stack",
+        xaxis={**bare, "anchor": "y", "matches": "x3"},
+        xaxis2={**bare, "anchor": "y2", "matches": "x3"},
+        xaxis3={**axis, "anchor": "y3"},
+        yaxis={"title": titled("peak GiB"), "domain": [0.7, 0.95]},
+        yaxis2={"title": titled("arena GiB"), "domain": [0.36, 0.61]},
+        yaxis3={"title": titled("saved GiB per rank"), "domain": [0.0, 0.27]},
+        annotations=annotations,
+    )
+    return figure(data, layout)
+
+
+def routing_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+    """7. Received rows per rank (heatmap case x rank) and the observed imbalance."""
+    ranks = max((len(c.get("receiveRows") or []) for c in cases), default=0)
+    ids = [text(c["id"]) for c in cases]
+    z = []
+    for c in cases:
+        rows = c.get("receiveRows") or []
+        z.append([rows[r] if r < len(rows) else None for r in range(ranks)])
+    data: list[Trace] = [{
+        "type": "heatmap", "z": z, "x": list(range(ranks)), "y": ids, "name": "received rows",
+        "colorscale": "Viridis", "hoverongaps": False, "xaxis": "x", "yaxis": "y",
+        # Between the panels, clear of both: the heatmap ends at 0.64, the dots start at 0.8.
+        "colorbar": {"title": titled("rows"), "x": 0.66, "xanchor": "left", "thickness": 14,
+                     "ticklabeloverflow": "allow"},
+        "hovertemplate": "<b>%{y}</b><br>rank %{x}: %{z} rows received<extra></extra>",
+    }]
+    for key, group in grouped(cases).items():
+        data.append(scatter(
+            group, key, [c.get("observedImbalance") for c in group],
+            [text(c["id"]) for c in group], hover_data(group, lambda c: c["imbalance"]),
+            hover("observed imbalance %{x:.2f} (max / mean received rows)",
+                  "requested imbalance %{customdata[1]}"),
+            xaxis="x2", yaxis="y2"))
+    y_axis = {"type": "category", "categoryorder": "array", "categoryarray": ids,
+              "autorange": "reversed", "showticklabels": len(cases) <= 30,
+              "automargin": len(cases) <= 30}
+    layout = chart_layout(
+        "Routing: rows received per rank, and the observed imbalance", "case",
+        height=max(420, min(1400, 14 * len(cases) + 140)),
+        xaxis={"title": titled("rank"), "domain": [0.0, 0.64], "anchor": "y"},
+        xaxis2={"title": titled("imbalance (max / mean rows)"),
+                "domain": [0.8, 1.0], "anchor": "y2"},
+        yaxis={**y_axis, "title": titled("case, in view order (hover for the id)")},
+        yaxis2={**y_axis, "matches": "y", "anchor": "x2", "showticklabels": False},
+    )
+    return figure(data, layout, empty=missing(cases, "received rows per rank"))
+
+
+_CONFIG_FIELDS = ("mode", "category", "ep", "precision", "pipeline", "F", "imbalance")
+
+
+def matching_series(cases: Sequence[Case], vary: str) -> list[list[Case]]:
+    """Groups of cases equal in every configuration field but ``vary``, with at least two
+    distinct values of it, each sorted by ``vary``."""
+    groups: dict[tuple[Any, ...], list[Case]] = defaultdict(list)
+    for case in cases:
+        groups[tuple(case[f] for f in _CONFIG_FIELDS if f != vary)].append(case)
+    return [sorted(g, key=lambda c: c[vary]) for g in groups.values()
+            if len({c[vary] for c in g}) > 1]
+
+
+def scaling_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+    """8. Throughput against F and against EP, each line one matching configuration.
+
+    One trace per style and axis, its configurations' lines separated by gaps (``None``),
+    not one trace per configuration: plotly's drawing time grows with the trace count."""
+    data: list[Trace] = []
+    shown: set[str] = set()
+    for axis, vary in (("", "F"), ("2", "ep")):
+        lines: dict[tuple[str, str], list[list[Case]]] = defaultdict(list)
+        for series in matching_series(cases, vary):
+            lines[series_key(series[0])].append(series)
+        for key, styled in lines.items():
+            name = series_name(key)
+            x: list[Any] = []
+            y: list[Any] = []
+            custom: list[list[Any]] = []
+            for series in styled:
+                if x:
+                    x.append(None)
+                    y.append(None)
+                    custom.append([None, None])
+                fixed = ", ".join(f"{f}={text(series[0][f])}" for f in
+                                  ("mode", "category", "ep", "F", "imbalance") if f != vary)
+                x.extend(c[vary] for c in series)
+                y.extend(c.get("usefulTFPerGPU") for c in series)
+                custom.extend([text(c["id"]), fixed] for c in series)
+            flat = [c for series in styled for c in series]
+            data.append(scatter(
+                flat, key, x, y, custom,
+                hover("useful %{y:,.1f} TFLOP/s per GPU", f"{vary}=%{{x}}",
+                      "series: %{customdata[1]}"),
+                mode="lines+markers", line={"color": precision_colour(key[0]), "width": 1.5},
+                connectgaps=False, showlegend=name not in shown, xaxis="x" + axis,
+                yaxis="y" + axis,
+            ))
+            shown.add(name)
+    # A panel without a line keeps its axes and says why it is empty.
+    annotations = []
+    for axis, label, middle in (("", "F", 0.23), ("2", "EP", 0.77)):
+        if not any(t.get("xaxis") == "x" + axis for t in data):
+            data.append({"type": "scatter", "x": [], "y": [], "showlegend": False,
+                         "hoverinfo": "skip", "xaxis": "x" + axis, "yaxis": "y" + axis})
+            annotations.append(muted({
+                **panel_title(f"no cases in view differ only in {label}", middle, 0.5),
+                "yanchor": "middle"}))
+    layout = chart_layout(
+        "Scaling of useful throughput (each line: one matching configuration)",
+        "useful TFLOP/s per GPU", annotations=annotations,
+        xaxis={"title": titled("expert width F"), "type": "log", "domain": [0.0, 0.46],
+               "anchor": "y", "tickvals": sorted({c["F"] for c in cases})},
+        xaxis2={"title": titled("EP (ranks)"), "type": "log", "domain": [0.54, 1.0],
+                "anchor": "y2", "tickvals": sorted({c["ep"] for c in cases})},
+        yaxis2={"title": titled("useful TFLOP/s per GPU"), "anchor": "x2"},
+    )
+    return figure(data, layout)

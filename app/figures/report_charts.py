@@ -1,0 +1,151 @@
+"""The single-panel charts of a report: throughput, % of peak, layer time, NVLink, HBM and
+arithmetic intensity, each a pure function of the cases in view and the report's meta."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from app.figures.layout import case_axis, chart_layout, figure, hline, missing, titled
+from app.figures.style import (
+    Case,
+    Meta,
+    Spec,
+    Trace,
+    bar_marker,
+    fmt,
+    grouped,
+    marker,
+    series_name,
+    text,
+)
+from app.figures.traces import hover, hover_data, per_case, positions, scatter
+
+
+def throughput_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+    """1. Useful TFLOP/s per GPU per case."""
+    data = per_case(
+        cases, lambda c: c.get("usefulTFPerGPU"),
+        hover("useful %{y:,.1f} TFLOP/s per GPU", "layer %{customdata[1]:.3f} ms"),
+        lambda c: c.get("layerMS"),
+    )
+    return figure(data, chart_layout("Useful throughput per GPU", "useful TFLOP/s per GPU",
+                                     xaxis=case_axis(cases)),
+                  empty=missing(cases, "a useful throughput"))
+
+
+def percent_of_peak_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+    """2. % of the case's precision peak, with the 100 % line."""
+    peaks = meta.get("theoreticalTFPerGPU") or {}
+    data = per_case(
+        cases, lambda c: c.get("percentOfPeak"),
+        hover("%{y:.1f} % of the precision's peak (%{customdata[2]:,} TFLOP/s)",
+              "useful %{customdata[1]:,.1f} TFLOP/s per GPU"),
+        lambda c: c.get("usefulTFPerGPU"), lambda c: peaks.get(c["precision"]),
+    )
+    shapes, notes = hline(100.0, "100 % of peak")
+    return figure(data, chart_layout(
+        "Useful throughput as % of the precision's theoretical peak", "% of theoretical peak",
+        xaxis=case_axis(cases), shapes=shapes, annotations=notes),
+        empty=missing(cases, "a theoretical peak for its precision"))
+
+
+def _window_range(case: Case) -> tuple[float, float]:
+    combined = (case.get("windows") or {}).get("combined") or [case["layerMS"]]
+    return case["layerMS"] - min(combined), max(combined) - case["layerMS"]
+
+
+def layer_time_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+    """3. Layer time: forward and backward stacked, windows' min-max as error bars."""
+    pos = positions(cases)
+    data: list[Trace] = []
+    for key, group in grouped(cases).items():
+        x = [pos[str(c["id"])] for c in group]
+        name = series_name(key)
+        ids = hover_data(group)
+        data.append({
+            "type": "bar", "x": x, "y": [c.get("forwardMS") for c in group],
+            "name": name + " forward", "legendgroup": name, "marker": bar_marker(key),
+            "customdata": ids, "hovertemplate": hover("forward %{y:.3f} ms"),
+        })
+        if any(c.get("backwardMS") is not None for c in group):
+            data.append({
+                "type": "bar", "x": x, "y": [c.get("backwardMS") for c in group],
+                "name": name + " backward", "legendgroup": name, "opacity": 0.5,
+                "marker": bar_marker(key), "customdata": ids,
+                "hovertemplate": hover("backward %{y:.3f} ms"),
+            })
+        ranges = [_window_range(c) for c in group]
+        data.append({
+            "type": "scatter", "mode": "markers", "x": x, "y": [c["layerMS"] for c in group],
+            "name": name + " windows min-max", "legendgroup": name, "showlegend": False,
+            "marker": {"color": "#222222", "size": 3},
+            "error_y": {"type": "data", "symmetric": False, "array": [r[1] for r in ranges],
+                        "arrayminus": [r[0] for r in ranges], "color": "#222222",
+                        "thickness": 1.2, "width": 3},
+            "customdata": hover_data(group, lambda c: c.get("windowSpreadPercent")),
+            "hovertemplate": hover("layer %{y:.3f} ms (median of windows)",
+                                   "windows spread %{customdata[1]:.2f} %"),
+        })
+    return figure(data, chart_layout("Layer time: forward + backward (bars: windows min-max)",
+                                     "time per layer (ms)", xaxis=case_axis(cases),
+                                     barmode="stack"), empty=missing(cases, "a layer time"))
+
+
+def nvlink_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+    """4. NVLink TX and RX: mean over ranks (marker) and max over ranks (error bar top)."""
+    pos = positions(cases)
+    data: list[Trace] = []
+    for key, group in grouped(cases).items():
+        x = [pos[str(c["id"])] for c in group]
+        for direction, open_ in (("TX", False), ("RX", True)):
+            mean = [c.get(f"nvlink{direction}GBps") for c in group]
+            top = [c.get(f"nvlinkMax{direction}GBps") for c in group]
+            up = [t - m if t is not None and m is not None else None
+                  for t, m in zip(top, mean, strict=True)]
+            custom = [[text(c["id"]), c.get(f"nvlinkMax{direction}GBps"),
+                       c.get(f"nvlink{direction}PercentOfPeak")] for c in group]
+            data.append(scatter(
+                group, key, x, mean, custom,
+                hover(f"{direction} mean %{{y:,.1f}} GB/s, max %{{customdata[1]:,.1f}} "
+                      "GB/s over ranks",
+                      "%{customdata[2]:.1f} % of the per-direction peak"),
+                name=f"{series_name(key)} {direction}", marker=marker(key, open_=open_),
+                error_y={"type": "data", "symmetric": False, "array": up,
+                         "arrayminus": [0.0] * len(group), "thickness": 1},
+            ))
+    peak = meta.get("theoreticalNVLinkGBpsPerDirection")
+    shapes, notes = hline(peak, f"per-direction peak {fmt(peak)} GB/s")
+    return figure(data, chart_layout(
+        "NVLink TX (filled) and RX (open): mean over ranks, bar up to the max rank",
+        "NVLink GB/s per direction", xaxis=case_axis(cases), shapes=shapes,
+        annotations=notes), empty=missing(cases, "NVLink counters"))
+
+
+def hbm_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+    """5. Analytical HBM bandwidth against the HBM peak."""
+    data = per_case(
+        cases, lambda c: c.get("analyticalHBMGBps"),
+        hover("analytical HBM %{y:,.1f} GB/s", "%{customdata[1]:.1f} % of the HBM peak"),
+        lambda c: c.get("hbmPercentOfPeak"),
+    )
+    peak = meta.get("theoreticalHBMGBps")
+    shapes, notes = hline(peak, f"HBM peak {fmt(peak)} GB/s")
+    return figure(data, chart_layout("Analytical HBM bandwidth (useful bytes / layer time)",
+                                     "HBM GB/s", xaxis=case_axis(cases), shapes=shapes,
+                                     annotations=notes),
+                  empty=missing(cases, "an analytical HBM bandwidth"))
+
+
+def arithmetic_intensity_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+    """9. Forward FLOPs per logical payload byte (rank 0) against useful throughput."""
+    measured = [c for c in cases if c.get("forwardFlopsPerLogicalPayloadByteRank0")]
+    data = [scatter(group, key, [c["forwardFlopsPerLogicalPayloadByteRank0"] for c in group],
+                    [c.get("usefulTFPerGPU") for c in group], hover_data(group),
+                    hover("%{x:,.0f} forward FLOP per logical payload byte",
+                          "useful %{y:,.1f} TFLOP/s per GPU"))
+            for key, group in grouped(measured).items()]
+    return figure(data, chart_layout(
+        "Arithmetic intensity against throughput", "useful TFLOP/s per GPU",
+        xaxis={"title": titled("forward FLOP per logical payload byte (rank 0)"),
+               "type": "log"}),
+        empty=missing(cases, "forward FLOP per logical payload byte"))
