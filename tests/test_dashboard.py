@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from app import figures
 from app.api.schemas import case_out
-from app.dashboard import data
+from app.dashboard import case_table, charts, comparison, filters, links, report_list, report_view
 from app.main import create_app
 from app.repository import cases as cases_repo
 from app.repository import reports as reports_repo
@@ -76,20 +76,20 @@ def find(component: Any, component_id: str) -> Any:
 
 def test_filters_round_trip_through_the_url() -> None:
     chosen = CaseFilter(mode=["training"], ep=[16, 64], precision=["mxfp8"], imbalance=[4.0])
-    search = data.search_from_filters(chosen)
+    search = filters.search_from_filters(chosen)
     assert search == "?mode=training&ep=16,64&precision=mxfp8&imbalance=4"
-    assert data.filters_from_search(search) == chosen
-    assert data.search_from_filters(CaseFilter()) == ""
+    assert filters.filters_from_search(search) == chosen
+    assert filters.search_from_filters(CaseFilter()) == ""
     # Dash hands repeated keys as lists; a bad number filters nothing instead of failing.
-    assert data.filters_from_query({"ep": ["8", "x"], "F": "3072,1536"}) == CaseFilter(
+    assert filters.filters_from_query({"ep": ["8", "x"], "F": "3072,1536"}) == CaseFilter(
         ep=[8], F=[3072, 1536])
-    assert data.filters_from_controls([["inference"], None, [], [], [], ["6144"], ["1.0"]]) \
+    assert filters.filters_from_controls([["inference"], None, [], [], [], ["6144"], ["1.0"]]) \
         == CaseFilter(mode=["inference"], F=[6144], imbalance=[1.0])
 
 
 def test_load_commands_expand_the_token_in_a_shell() -> None:
     """Pasted into a shell, the curl command sends the token, not its variable's name."""
-    curl = next(c for c in data.load_commands("$MOESCOPE_URL") if c.startswith("curl "))
+    curl = next(c for c in report_list.load_commands("$MOESCOPE_URL") if c.startswith("curl "))
     out = subprocess.run(["bash", "-c", "printf '%s\\n' " + curl.removeprefix("curl ")],
                          capture_output=True, text=True, check=True,
                          env={"MOESCOPE_TOKEN": "s3cret", "MOESCOPE_URL": "http://h"}).stdout
@@ -98,16 +98,16 @@ def test_load_commands_expand_the_token_in_a_shell() -> None:
 
 
 def test_links_are_built_from_quoted_ids() -> None:
-    assert data.case_href(3, "a/b?c=<x>") == "/reports/3/cases/a%2Fb%3Fc%3D%3Cx%3E"
-    assert data.case_href(3, "javascript:alert(1)").startswith("/reports/3/cases/")
-    assert data.report_json_href(7) == "/api/v1/reports/7/report.json"
+    assert links.case_href(3, "a/b?c=<x>") == "/reports/3/cases/a%2Fb%3Fc%3D%3Cx%3E"
+    assert links.case_href(3, "javascript:alert(1)").startswith("/reports/3/cases/")
+    assert links.report_json_href(7) == "/api/v1/reports/7/report.json"
 
 
 def test_csv_escapes_formulas_and_keeps_every_row() -> None:
     rows = [{"id": "=HYPERLINK(\"http://x\")", "mode": "inference", "ep": 8, "caveats": ""},
             {"id": "plain", "mode": "training", "ep": 16, "caveats": "oom recompute"}]
-    parsed = list(csv.reader(io.StringIO(data.csv_text(rows))))
-    assert parsed[0] == [name for name, _ in data.TABLE_COLUMNS]
+    parsed = list(csv.reader(io.StringIO(case_table.csv_text(rows))))
+    assert parsed[0] == [name for name, _ in case_table.TABLE_COLUMNS]
     assert parsed[1][0] == "'=HYPERLINK(\"http://x\")"
     assert parsed[2][:3] == ["plain", "training", "16"]
     assert parsed[2][-1] == "oom recompute"
@@ -121,18 +121,18 @@ def test_chart_cases_keep_the_highest_useful_throughput_in_view_order() -> None:
     cases = [_fake_case("e", 5.0), _fake_case("a", None), _fake_case("d", 9.0),
              _fake_case("c", 7.0), _fake_case("b", 7.0), _fake_case("f", 1.0)]
     # The top three: d (9), then the tie at 7 broken by id (b before c); view order kept.
-    assert [c["id"] for c in data.chart_cases(cases, cap=3)] == ["d", "c", "b"]
-    assert [c["id"] for c in data.chart_cases(cases, cap=2)] == ["d", "b"]
+    assert [c["id"] for c in charts.chart_cases(cases, cap=3)] == ["d", "c", "b"]
+    assert [c["id"] for c in charts.chart_cases(cases, cap=2)] == ["d", "b"]
     # Unmeasured cases come last: charted only once every measured one is.
-    assert "a" not in [c["id"] for c in data.chart_cases(cases, cap=5)]
-    assert [c["id"] for c in data.chart_cases(cases, cap=6)] == [c["id"] for c in cases]
-    assert data.chart_cases(cases, cap=100) == cases
+    assert "a" not in [c["id"] for c in charts.chart_cases(cases, cap=5)]
+    assert [c["id"] for c in charts.chart_cases(cases, cap=6)] == [c["id"] for c in cases]
+    assert charts.chart_cases(cases, cap=100) == cases
 
 
 def test_cap_banner_names_both_counts() -> None:
-    assert data.cap_banner(400, 400) == ""
-    assert data.cap_banner(12, 12) == ""
-    assert data.cap_banner(400, 5000) == (
+    assert charts.cap_banner(400, 400) == ""
+    assert charts.cap_banner(12, 12) == ""
+    assert charts.cap_banner(400, 5000) == (
         "Charts show the 400 cases with the highest useful TFLOP/s of 5000 in view; narrow "
         "the filters to chart the rest. Caveat counts, the table and the CSV cover all 5000.")
 
@@ -151,9 +151,9 @@ def _drawn_ids(spec: dict[str, Any]) -> set[str]:
 def test_every_chart_draws_the_same_capped_subset(
     reference: dict[str, Any], session: Session, reference_id: int
 ) -> None:
-    cases = data.view_cases(session, reference_id, CaseFilter())
-    charted = data.chart_cases(cases, cap=10)
-    panels = data.chart_panels(reference["meta"], cases, charted)
+    cases = report_view.view_cases(session, reference_id, CaseFilter())
+    charted = charts.chart_cases(cases, cap=10)
+    panels = charts.chart_panels(reference["meta"], cases, charted)
     want = {figures.text(c["id"]) for c in charted}
     ranked = sorted(cases, key=lambda c: -c["usefulTFPerGPU"])
     assert want == {figures.text(c["id"]) for c in ranked[:10]}
@@ -164,17 +164,17 @@ def test_every_chart_draws_the_same_capped_subset(
         else:
             assert drawn == want, panel.key
         assert (panel.charted, panel.case_count) == (10, 63)
-        assert panel.caveats == data.caveat_counts(cases)  # caveats cover every case
+        assert panel.caveats == charts.caveat_counts(cases)  # caveats cover every case
 
 
 def test_report_view_over_the_cap_shows_the_banner_and_keeps_every_row(
     reference_id: int, pages: dict[str, ModuleType], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(data, "CHART_CASE_CAP", 20)
+    monkeypatch.setattr(charts, "CHART_CASE_CAP", 20)
     report = pages["report"]
     page = report.layout(str(reference_id))
     banner = find(page, "report-cap-banner")
-    assert banner.children == data.cap_banner(20, 63) and not banner.hidden
+    assert banner.children == charts.cap_banner(20, 63) and not banner.hidden
     assert len(find(page, "report-rows").data) == 63
     graph = find(page, "report-graph-throughput")
     assert sum(len(t["x"]) for t in graph.figure["data"]) == 20
@@ -188,10 +188,10 @@ def test_report_view_over_the_cap_shows_the_banner_and_keeps_every_row(
 
 
 def test_change_verdicts() -> None:
-    assert data.change(10.0, 11.0, higher_is_better=False).verdict == "regression"
-    assert data.change(10.0, 11.0, higher_is_better=True).verdict == "improvement"
-    assert data.change(10.0, 10.4, higher_is_better=True).verdict == ""
-    assert data.change(None, 1.0, higher_is_better=True).percent is None
+    assert comparison.change(10.0, 11.0, higher_is_better=False).verdict == "regression"
+    assert comparison.change(10.0, 11.0, higher_is_better=True).verdict == "improvement"
+    assert comparison.change(10.0, 10.4, higher_is_better=True).verdict == ""
+    assert comparison.change(None, 1.0, higher_is_better=True).percent is None
 
 
 # --- against the database ----------------------------------------------------------------
@@ -200,7 +200,7 @@ def test_change_verdicts() -> None:
 def test_report_view_filters_and_qualifies_every_chart(
     session: Session, reference_id: int, settings_env: Callable[..., None]
 ) -> None:
-    view = data.report_view(session, reference_id, CaseFilter())
+    view = report_view.report_view(session, reference_id, CaseFilter())
     assert len(view.cases) == 63 and view.count_text == "63 of 63 cases in view"
     assert [p.key for p in view.panels] == [c.key for c in figures.CHARTS]
     notes = {p.key: [n.key for n in p.notes] for p in view.panels}
@@ -209,14 +209,15 @@ def test_report_view_filters_and_qualifies_every_chart(
     assert notes["memory"] == ["memoryNote", "placementNote"]
     assert view.panels[0].caveats == cases_repo.caveat_counts(session, reference_id)
 
-    bf16_ep8 = data.report_view(session, reference_id, CaseFilter(precision=["bf16"], ep=[8]))
+    bf16_ep8 = report_view.report_view(session, reference_id,
+                                       CaseFilter(precision=["bf16"], ep=[8]))
     assert {(c["precision"], c["ep"]) for c in bf16_ep8.cases} == {("bf16", 8)}
     assert all("placementNote" not in [n.key for n in p.notes] for p in bf16_ep8.panels)
     assert bf16_ep8.search == "?ep=8&precision=bf16"
     assert [r["id"] for r in bf16_ep8.rows] == [c["id"] for c in bf16_ep8.cases]
     first = bf16_ep8.cases[0]
     row = bf16_ep8.rows[0]
-    assert set(row) == {name for name, _ in data.TABLE_COLUMNS
+    assert set(row) == {name for name, _ in case_table.TABLE_COLUMNS
                         if first.get(name) is not None}  # no empty field, no link
     assert row["caveats"] == " ".join(c["code"] for c in first["caveats"])
     assert row["usefulTFPerGPU"] == pytest.approx(first["usefulTFPerGPU"], rel=1e-5)
@@ -229,27 +230,28 @@ def test_cached_report_follows_appends_and_filters_as_sql_does(
     first = copy.deepcopy(reference)
     first["cases"] = reference["cases"][:40]
     rid = ingest(session, first)
-    view = data.report_view(session, rid, CaseFilter())
+    view = report_view.report_view(session, rid, CaseFilter())
     assert len(view.cases) == len(view.rows) == 40 and view.header.case_count == 40
 
     rest = reference["cases"][40:]
     report = validate_report({**reference, "cases": rest})
     reports_repo.append_cases(session, rid, rest, report.cases)
     session.commit()
-    after = data.report_view(session, rid, CaseFilter())
+    after = report_view.report_view(session, rid, CaseFilter())
     assert after.header.case_count == 63 and after.count_text == "63 of 63 cases in view"
-    assert after.cases == data.view_cases(session, rid, CaseFilter())
+    assert after.cases == report_view.view_cases(session, rid, CaseFilter())
     assert [r["id"] for r in after.rows] == [c["id"] for c in reference["cases"]]
     for chosen in (CaseFilter(precision=["bf16"]), CaseFilter(mode=["training"], ep=[8, 64]),
                    CaseFilter(imbalance=[4.0], F=[3072, 6144]), CaseFilter(pipeline=["x"])):
-        assert data.report_view(session, rid, chosen).cases == \
-            data.view_cases(session, rid, chosen), chosen
+        assert report_view.report_view(session, rid, chosen).cases == \
+            report_view.view_cases(session, rid, chosen), chosen
 
 
 def test_view_cases_are_what_the_api_serves(session: Session, reference_id: int) -> None:
     rows, _ = cases_repo.list_cases(session, reference_id)
-    assert data.view_cases(session, reference_id, CaseFilter()) == [case_out(r) for r in rows]
-    some = data.view_cases(session, reference_id, CaseFilter(mode=["training"], ep=[64]))
+    assert (report_view.view_cases(session, reference_id, CaseFilter())
+            == [case_out(r) for r in rows])
+    some = report_view.view_cases(session, reference_id, CaseFilter(mode=["training"], ep=[64]))
     assert some and {(c["mode"], c["ep"]) for c in some} == {("training", 64)}
 
 
@@ -262,7 +264,7 @@ def test_reports_page_lists_newest_first_and_searches(
     other = copy.deepcopy(reference)
     other["meta"]["gpu"] = "Other GPU <b>bold</b>"
     second = ingest(session, other)
-    rows = data.report_list(session)
+    rows = report_list.report_list(session)
     assert [r["id"] for r in rows] == [second, first]
     assert rows[0]["caseCount"] == 63 and rows[0]["bestPercentOfPeak"] is not None
     assert rows[0]["runId"] == (reference["meta"].get("runId") or "")
@@ -367,7 +369,8 @@ def test_compare_matches_cases_and_flags_changes(
     head_raw["cases"].append(added)
     head = ingest(session, head_raw)
 
-    result = data.compare(data.report_cases(session, base), data.report_cases(session, head))
+    result = comparison.compare(comparison.report_cases(session, base),
+                                comparison.report_cases(session, head))
     assert result.only_base == [gone["id"]] and result.only_head == ["new-case"]
     by_id = {r["id"]: r["changes"] for r in result.rows}
     assert len(by_id) == 62
@@ -384,7 +387,7 @@ def test_compare_matches_cases_and_flags_changes(
         in texts(view)
 
     # The pickers tell the runs apart; a report that does not exist is named, not dropped.
-    labels = [o["label"] for o in data.report_options(session)]
+    labels = [o["label"] for o in report_list.report_options(session)]
     assert any(label.startswith(f"#{head} ") and "· head" in label for label in labels)
     page = pages["compare"].layout(str(base), "999999")
     assert find(page, "compare-missing").children == "head report 999999 does not exist"

@@ -33,7 +33,8 @@ from sqlalchemy.orm import Session
 
 from app import figures
 from app.core.db import engine_for
-from app.dashboard import data
+from app.dashboard.charts import CHART_CASE_CAP, cap_banner
+from app.dashboard.links import case_href
 from app.repository import tokens
 from app.testing import REPO
 
@@ -45,7 +46,7 @@ SCREENSHOTS = REPO / "test-output" / "screenshots"
 SCRIPT_NOTE = ("<script>window.__pwned = 1</script>"
                "<img src=x onerror=\"window.__pwned = 2\">")
 WAIT_S = 30
-BIG_CASES = data.CHART_CASE_CAP + 7
+BIG_CASES = CHART_CASE_CAP + 7
 ODD_CASE_ID = "odd/id %2F?x=1#<b>y</b>"  # path, escape, query and fragment characters
 
 # Every chart drawn by plotly, with the number of data points it holds.
@@ -193,7 +194,7 @@ def test_reference_report_draws_every_chart(page: Callable[[str], WebDriver],
                      "case table rows")
     rid = server[1]["reference"]
     assert {a.get_attribute("href") for a in links} <= {
-        server[0].url + data.case_href(rid, c["id"]) for c in _REFERENCE["cases"]}
+        server[0].url + case_href(rid, c["id"]) for c in _REFERENCE["cases"]}
     notes = driver.find_element(By.ID, "report-notes").text
     assert "peakNote" in notes and "placementNote" in notes
     # plotly.js's cartesian bundle draws the charts; the full one is never fetched.
@@ -250,7 +251,7 @@ def test_a_case_id_with_slashes_opens_from_the_table(
     links[0].click()
     heading = wait_for(driver, lambda d: d.find_elements(By.ID, "case-id"), "the case page")
     assert heading[0].text == ODD_CASE_ID
-    assert driver.current_url.endswith(data.case_href(server[1]["scripted"], ODD_CASE_ID))
+    assert driver.current_url.endswith(case_href(server[1]["scripted"], ODD_CASE_ID))
     wait_for_charts(driver, 4)
 
 
@@ -284,12 +285,12 @@ def test_a_report_over_the_chart_cap_says_so(page: Callable[[str], WebDriver],
                                              server: tuple[LiveServer, dict[str, int]]) -> None:
     driver = page(f"/reports/{server[1]['big']}")
     charts = wait_for_charts(driver, len(figures.CHARTS))
-    assert charts["report-graph-throughput"] == data.CHART_CASE_CAP
+    assert charts["report-graph-throughput"] == CHART_CASE_CAP
     # The routing chart: a heatmap row and an imbalance point per charted case.
-    assert charts["report-graph-routing"] == 2 * data.CHART_CASE_CAP
+    assert charts["report-graph-routing"] == 2 * CHART_CASE_CAP
     banner = driver.find_element(By.ID, "report-cap-banner")
     assert banner.is_displayed()
-    assert banner.text == data.cap_banner(data.CHART_CASE_CAP, BIG_CASES)
+    assert banner.text == cap_banner(CHART_CASE_CAP, BIG_CASES)
     assert driver.find_element(By.ID, "report-count").text == \
         f"{BIG_CASES} of {BIG_CASES} cases in view"
     shot(driver, "report-over-the-cap")

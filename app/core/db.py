@@ -1,8 +1,10 @@
-"""Engines and sessions. One engine per URL; one session per request (``SessionDep``)."""
+"""Engines and sessions. One engine per URL; sessions are opened here only: one per request
+(``SessionDep``), one per page render, callback or CLI command (``session_scope``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Annotated, Any
 
@@ -57,10 +59,18 @@ def _sessionmaker(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
+@contextmanager
+def session_scope(url: str | None = None) -> Iterator[Session]:
+    """A session on the database at ``url`` (the configured one by default); anything left
+    uncommitted when it closes is rolled back."""
+    with _sessionmaker(engine_for(url) if url else get_engine())() as session:
+        yield session
+
+
 def get_session() -> Iterator[Session]:
     """A session for one request. Routes commit explicitly at their boundary; anything
     left uncommitted when the request ends is rolled back."""
-    with _sessionmaker(get_engine())() as session:
+    with session_scope() as session:
         yield session
 
 

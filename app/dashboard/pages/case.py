@@ -9,8 +9,9 @@ import dash
 from dash import dcc, html
 
 from app import figures
+from app.core.db import session_scope
 from app.core.errors import NotFound
-from app.dashboard import data
+from app.dashboard import case_view, links
 from app.dashboard.components import GRAPH_CONFIG, not_found, parse_report_id, table
 
 # Before the report page: its template would also match this longer path.
@@ -29,22 +30,22 @@ def caveat_list(case: dict[str, Any]) -> html.Div | html.Ul:
 def layout(report_id: str | None = None, case_id: str | None = None, **_: Any) -> html.Div:
     rid = parse_report_id(report_id)
     cid = unquote(case_id or "")
-    with data.session_scope() as session:
+    with session_scope() as session:
         try:
             if rid is None:
                 raise NotFound(f"report {report_id} does not exist")
-            case = data.case_view(session, rid, cid)
+            case = case_view.case_view(session, rid, cid)
         except NotFound as exc:
             return not_found(exc.detail)
     graphs = [html.Div(dcc.Graph(id=f"case-graph-{key}", figure=fig, config=GRAPH_CONFIG),
                        className="case-chart")
               for key, fig in figures.case_specs(case).items()]
     return html.Div([
-        html.Div(dcc.Link(f"← report {rid}", href=data.report_href(rid)), className="links"),
+        html.Div(dcc.Link(f"← report {rid}", href=links.report_href(rid)), className="links"),
         html.H1(case["id"], id="case-id"),
         html.H2("Caveats"),
         caveat_list(case),
         html.Div(graphs, className="case-charts"),
         html.H2("Every field"),
-        table(["field", "value"], data.case_fields(case), id="case-fields"),
+        table(["field", "value"], case_view.case_fields(case), id="case-fields"),
     ])

@@ -7,8 +7,9 @@ from typing import Any
 import dash
 from dash import Input, Output, callback, clientside_callback, dcc, html
 
+from app.core.db import session_scope
 from app.core.errors import NotFound
-from app.dashboard import data
+from app.dashboard import comparison, links, report_list
 from app.dashboard.components import parse_report_id, table
 
 dash.register_page(__name__, path="/compare", title="moescope: compare", name="Compare",
@@ -19,7 +20,7 @@ def number(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-def change_cell(change: data.Change) -> html.Td:
+def change_cell(change: comparison.Change) -> html.Td:
     if change.base is None or change.head is None:
         return html.Td("n/a")
     values = f"{number(change.base)} → {number(change.head)}"
@@ -42,10 +43,10 @@ def _rank(row: dict[str, Any]) -> int:
 def comparison_view(base: int | None, head: int | None) -> html.Div:
     if base is None or head is None:
         return html.Div("Choose a base and a head report.", className="muted")
-    with data.session_scope() as session:
+    with session_scope() as session:
         try:
-            result = data.compare(data.report_cases(session, base),
-                                  data.report_cases(session, head))
+            result = comparison.compare(comparison.report_cases(session, base),
+                                  comparison.report_cases(session, head))
         except NotFound as exc:
             return html.Div(exc.detail, className="muted")
     # Cases, not changed fields: one slower case is also lower in throughput and % of peak,
@@ -53,16 +54,16 @@ def comparison_view(base: int | None, head: int | None) -> html.Div:
     verdicts = [_verdicts(r) for r in result.rows]
     regressions = sum(1 for v in verdicts if "regression" in v)
     improvements = sum(1 for v in verdicts if "improvement" in v)
-    header = ["case", *[label for _, label, _ in data.COMPARED]]
+    header = ["case", *[label for _, label, _ in comparison.COMPARED]]
     body = html.Tbody([
-        html.Tr([html.Td(dcc.Link(row["id"], href=data.case_href(head, row["id"]))),
-                 *[change_cell(row["changes"][name]) for name, _, _ in data.COMPARED]])
+        html.Tr([html.Td(dcc.Link(row["id"], href=links.case_href(head, row["id"]))),
+                 *[change_cell(row["changes"][name]) for name, _, _ in comparison.COMPARED]])
         for row in sorted(result.rows, key=_rank)
     ])
     return html.Div([
         html.P(f"{len(result.rows)} matched case(s); {regressions} with a regression and "
                f"{improvements} with an improvement over "
-               f"{data.CHANGE_THRESHOLD_PERCENT:g} %.",
+               f"{comparison.CHANGE_THRESHOLD_PERCENT:g} %.",
                id="compare-summary"),
         html.Table([html.Thead(html.Tr([html.Th(h) for h in header])), body],
                    className="grid-table", id="compare-table"),
@@ -74,8 +75,8 @@ def comparison_view(base: int | None, head: int | None) -> html.Div:
 
 
 def layout(base: str | None = None, head: str | None = None, **_: Any) -> html.Div:
-    with data.session_scope() as session:
-        options = data.report_options(session)
+    with session_scope() as session:
+        options = report_list.report_options(session)
     b, h = parse_report_id(base) if base else None, parse_report_id(head) if head else None
     # A requested report the pickers cannot hold would just vanish from them: say so.
     known = {o["value"] for o in options}

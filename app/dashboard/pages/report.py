@@ -10,8 +10,9 @@ import dash_ag_grid as dag
 from dash import Input, Output, State, callback, clientside_callback, dcc, html
 
 from app import figures
+from app.core.db import session_scope
 from app.core.errors import NotFound
-from app.dashboard import data
+from app.dashboard import case_table, case_view, charts, filters, links, report_view
 from app.dashboard.components import (
     GRAPH_CONFIG,
     caveat_badges,
@@ -27,7 +28,7 @@ from ingest.derived import report_notes
 dash.register_page(__name__, path_template="/reports/<report_id>",
                    title="moescope: report", name="Report", order=2)  # type: ignore[no-untyped-call]
 
-def header(h: data.ReportHeader) -> html.Div:
+def header(h: report_view.ReportHeader) -> html.Div:
     shape = ", ".join(f"{k}={v}" for k, v in h.shape.items()
                       if k in ("T", "D", "E", "K", "defaultF"))
     return html.Div([
@@ -40,7 +41,7 @@ def header(h: data.ReportHeader) -> html.Div:
         ], className="facts"),
         html.Details([html.Summary("Theoretical peaks"),
                       table(["peak", "value"], h.peaks, id="report-peaks")], open=True),
-        html.Div([html.A("report.json", href=data.report_json_href(h.id),
+        html.Div([html.A("report.json", href=links.report_json_href(h.id),
                          id="report-json-link"),
                   html.A("cases as JSON (API)", href=f"/api/v1/reports/{h.id}/cases")],
                  className="links"),
@@ -49,12 +50,12 @@ def header(h: data.ReportHeader) -> html.Div:
 
 def filter_controls(options: dict[str, list[Any]], chosen: CaseFilter) -> html.Div:
     controls = []
-    for name, _ in data.FILTER_FIELDS:
+    for name, _ in filters.FILTER_FIELDS:
         controls.append(html.Label([
             html.Span(name),
             dcc.Dropdown(
                 id=f"report-filter-{name}",
-                options=[{"label": data.display_value(v), "value": str(v)}
+                options=[{"label": case_view.display_value(v), "value": str(v)}
                          for v in options.get(name, [])],
                 value=[str(v) for v in getattr(chosen, name)], multi=True,
                 placeholder="all",
@@ -63,7 +64,7 @@ def filter_controls(options: dict[str, list[Any]], chosen: CaseFilter) -> html.D
     return html.Div(controls, className="filters", id="report-filters")
 
 
-def chart_aside(panel: data.ChartPanel) -> list[Any]:
+def chart_aside(panel: charts.ChartPanel) -> list[Any]:
     drawn = (f"{panel.case_count} case(s) in view" if panel.charted == panel.case_count
              else f"{panel.charted} of {panel.case_count} cases in view charted")
     return [
@@ -76,7 +77,7 @@ def chart_aside(panel: data.ChartPanel) -> list[Any]:
     ]
 
 
-def chart_rows(panels: list[data.ChartPanel]) -> list[html.Section]:
+def chart_rows(panels: list[charts.ChartPanel]) -> list[html.Section]:
     return [html.Section([
         html.Div(dcc.Graph(id=f"report-graph-{p.key}", figure=p.figure, config=GRAPH_CONFIG),
                  className="chart"),
@@ -92,7 +93,7 @@ COLUMN_DEFS: list[dict[str, Any]] = [
          "valueFormatter": {"function": "caseNumber(params.value)"}}  # see static/
         if name not in ("mode", "precision", "pipeline", "category") else {}
     )}
-    for name, label in data.TABLE_COLUMNS
+    for name, label in case_table.TABLE_COLUMNS
 ]
 
 
@@ -109,11 +110,11 @@ def case_grid() -> dag.AgGrid:
 
 def layout(report_id: str | None = None, **query: Any) -> html.Div:
     rid = parse_report_id(report_id)
-    with data.session_scope() as session:
+    with session_scope() as session:
         try:
             if rid is None:
                 raise NotFound(f"report {report_id} does not exist")
-            view = data.report_view(session, rid, data.filters_from_query(query))
+            view = report_view.report_view(session, rid, filters.filters_from_query(query))
         except NotFound as exc:
             return not_found(exc.detail)
     return html.Div([
@@ -148,13 +149,13 @@ OUTPUTS = [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS] + 
 ]
 
 
-@callback(OUTPUTS, [Input(f"report-filter-{name}", "value") for name, _ in data.FILTER_FIELDS],
+@callback(OUTPUTS, [Input(f"report-filter-{name}", "value") for name, _ in filters.FILTER_FIELDS],
           State("report-id", "data"), prevent_initial_call=True)
 def refilter(*args: Any) -> list[Any]:
     """Redraw every chart and the table for the chosen filters."""
     *values, report_id = args
-    with data.session_scope() as session:
-        view = data.report_view(session, report_id, data.filters_from_controls(values))
+    with session_scope() as session:
+        view = report_view.report_view(session, report_id, filters.filters_from_controls(values))
     return [*[p.figure for p in view.panels], *[chart_aside(p) for p in view.panels],
             view.rows, view.count_text, view.banner, not view.banner, view.search,
             style_legend(view.charted)]
@@ -198,7 +199,8 @@ def download_csv(_clicks: int, in_view: list[dict[str, Any]] | None,
     """The rows in view: the page filters, then the table's own filters and sort; the
     values exact, not as the grid rounds them."""
     shown = in_view if in_view is not None else rows or []
-    with data.session_scope() as session:
-        chosen = data.csv_rows(session, int(report_id), shown)
-    return {"content": data.csv_text(chosen), "filename": f"moescope-report-{int(report_id)}.csv",
-            "type": "text/csv", "base64": False}
+    with session_scope() as session:
+        chosen = report_view.csv_rows(session, int(report_id), shown)
+    return {"content": case_table.csv_text(chosen),
+            "filename": f"moescope-report-{int(report_id)}.csv", "type": "text/csv",
+            "base64": False}

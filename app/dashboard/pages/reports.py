@@ -7,7 +7,8 @@ from typing import Any
 import dash
 from dash import Input, Output, callback, dcc, html
 
-from app.dashboard import data
+from app.core.db import session_scope
+from app.dashboard import links, report_list
 from app.dashboard.components import percent, table
 from app.repository.reports import count_reports
 
@@ -20,7 +21,7 @@ def empty_state() -> html.Div:
         html.P("Load a report file into this server's database, or post it over HTTP "
                "(an ingest token comes from `moescope token create NAME --scope ingest`):"),
         html.Pre("\n".join(["export MOESCOPE_URL=<this server's URL>",
-                            *data.load_commands("$MOESCOPE_URL")]),
+                            *report_list.load_commands("$MOESCOPE_URL")]),
                  id="reports-load-commands"),
         html.P(["Or start a demo: ", html.Code("moescope serve --demo"), "."]),
     ], className="empty")
@@ -33,7 +34,7 @@ def reports_table(rows: list[dict[str, Any]]) -> html.Div | html.Table:
     header = ["report", "date", "GPU", "run id", "source", "cases", "best % of peak",
               "ingested at"]
     body = [[
-        dcc.Link(f"#{row['id']}", href=data.report_href(row["id"])),
+        dcc.Link(f"#{row['id']}", href=links.report_href(row["id"])),
         row["date"], row["gpu"], row["runId"], row["source"], str(row["caseCount"]),
         percent(row["bestPercentOfPeak"]), row["ingestedAt"],
     ] for row in rows]
@@ -41,10 +42,10 @@ def reports_table(rows: list[dict[str, Any]]) -> html.Div | html.Table:
 
 
 def layout(q: str | None = None, **_: Any) -> html.Div:
-    with data.session_scope() as session:
+    with session_scope() as session:
         if count_reports(session) == 0:
             return html.Div([html.H1("Reports"), empty_state()])
-        rows = data.report_list(session, q)
+        rows = report_list.report_list(session, q)
     return html.Div([
         html.H1("Reports"),
         dcc.Input(id="reports-search", type="search", value=q or "", debounce=0.3,
@@ -56,5 +57,5 @@ def layout(q: str | None = None, **_: Any) -> html.Div:
 @callback(Output("reports-list", "children"), Input("reports-search", "value"),
           prevent_initial_call=True)
 def search(q: str | None) -> html.Div | html.Table:
-    with data.session_scope() as session:
-        return reports_table(data.report_list(session, q))
+    with session_scope() as session:
+        return reports_table(report_list.report_list(session, q))

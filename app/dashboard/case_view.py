@@ -1,0 +1,30 @@
+"""The case page: one case, every field shown as text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.api.schemas import case_out
+from app.figures import Case
+from app.repository import cases as cases_repo
+
+
+def case_view(session: Session, report_id: int, case_id: str) -> Case:
+    return case_out(cases_repo.get_case(session, report_id, case_id))
+
+
+def display_value(value: Any) -> str:
+    """A field's value as text, in JSON's spelling (null, true) as the wire has it."""
+    if isinstance(value, float):
+        return f"{value:,.6g}"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+def case_fields(case: Case) -> list[tuple[str, str]]:
+    """Every wire and derived field (known or not), as displayable text, caveats apart."""
+    return [(key, display_value(value)) for key, value in case.items() if key != "caveats"]

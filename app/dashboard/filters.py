@@ -1,0 +1,53 @@
+"""The report page's filters and the URL query that keeps them, so a view can be shared."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from app.repository.cases import CaseFilter
+
+FILTER_FIELDS: tuple[tuple[str, type], ...] = (
+    ("mode", str), ("ep", int), ("precision", str), ("pipeline", str), ("category", str),
+    ("F", int), ("imbalance", float),
+)
+
+
+def _coerce(kind: type, raw: str) -> Any:
+    try:
+        return kind(raw)
+    except ValueError:
+        return None  # a hand-edited URL with a bad value filters nothing rather than failing
+
+
+def filters_from_query(query: Mapping[str, Any]) -> CaseFilter:
+    """Filters from URL query values: each a list, a comma-separated string, or absent."""
+    values: dict[str, list[Any]] = {}
+    for name, kind in FILTER_FIELDS:
+        raw = query.get(name)
+        items = raw if isinstance(raw, list) else ([] if raw in (None, "") else [raw])
+        parts = [p for item in items for p in str(item).split(",") if p != ""]
+        values[name] = [v for v in (_coerce(kind, p) for p in parts) if v is not None]
+    return CaseFilter(**values)
+
+
+def filters_from_search(search: str) -> CaseFilter:
+    return filters_from_query(parse_qs(search.lstrip("?")))
+
+
+def search_from_filters(filters: CaseFilter) -> str:
+    """The URL query of a filtered view ('' when nothing is filtered)."""
+    pairs = [(name, ",".join(_plain(v) for v in getattr(filters, name)))
+             for name, _ in FILTER_FIELDS if getattr(filters, name)]
+    return "?" + urlencode(pairs, safe=",") if pairs else ""
+
+
+def _plain(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def filters_from_controls(values: Sequence[Sequence[Any] | None]) -> CaseFilter:
+    """Filters from the page's dropdowns, in FILTER_FIELDS order."""
+    return filters_from_query({name: [str(v) for v in (value or [])]
+                               for (name, _), value in zip(FILTER_FIELDS, values, strict=True)})

@@ -1,0 +1,40 @@
+"""The reports page: every report, newest first, and how to load one when there is none."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.repository import reports as reports_repo
+
+REPORT_LIST_LIMIT = 500
+
+
+def report_list(session: Session, q: str | None = None) -> list[dict[str, Any]]:
+    rows, _ = reports_repo.list_reports(session, limit=REPORT_LIST_LIMIT, offset=0,
+                                        q=q or None)
+    return [{
+        "id": row.id, "date": row.date, "gpu": row.gpu, "runId": row.run_id or "",
+        "source": row.source or "",
+        "caseCount": row.case_count, "bestPercentOfPeak": row.best_percent_of_peak,
+        "ingestedAt": row.created_at.strftime("%Y-%m-%d %H:%M UTC"),
+    } for row in rows]
+
+
+def load_commands(base_url: str) -> list[str]:
+    """How to load data, shown on an empty reports page."""
+    return [
+        "moescope ingest report.json",
+        "moescope ingest --url " + base_url + " --token $MOESCOPE_TOKEN report.json",
+        # Double quotes: the shell must expand $MOESCOPE_TOKEN (single quotes sent it as is).
+        "curl -X POST " + base_url + '/api/v1/reports -H "Authorization: Bearer $MOESCOPE_TOKEN"'
+        " -H 'Content-Type: application/json' --data-binary @report.json",
+    ]
+
+
+def report_options(session: Session) -> list[dict[str, Any]]:
+    """Picker options for the compare page: newest first."""
+    return [{"label": f"#{r['id']} {r['date']} {r['gpu']}"
+                      + (f" · {r['runId']}" if r["runId"] else "") + f" ({r['caseCount']} cases)",
+             "value": r["id"]} for r in report_list(session)]
