@@ -61,11 +61,6 @@ class BodyTooLarge(MoescopeError):
     headers = {"Connection": "close"}
 
 
-class DatabaseUnavailable(MoescopeError):
-    status_code = 503
-    code = "database_unavailable"
-
-
 def error_body(code: str, detail: Any) -> dict[str, Any]:
     return {"error": code, "detail": detail}
 
