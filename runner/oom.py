@@ -14,24 +14,19 @@ sum around the collectives, forward or backward) is caught at the phase boundary
 its peers may then wait in their next collective until the process group's timeout, a
 limitation stated in the README.
 
-Tests inject an OOM with ``MOESCOPE_INJECT_OOM="rank=R,case=SUBSTRING,phase=NAME[,pass=P]"``
-(several joined by ``;``): the guarded work of that rank, phase and matching case id
-raises OutOfMemoryError, in the experts' forward (``pass=forward``, the default) or in
-autograd's backward of the experts (``pass=backward``, training phases).
+Tests inject an OOM by setting ``INJECT`` (tests/oom_injection.py does, in every rank of
+the runs they start); the runner itself never sets it.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
-
-INJECT_ENV = "MOESCOPE_INJECT_OOM"
 
 T = TypeVar("T")
 
@@ -47,16 +42,10 @@ class OomState:
 STATE = OomState()
 
 
-def _injected(backward: bool) -> bool:
-    wanted = "backward" if backward else "forward"
-    for spec in os.environ.get(INJECT_ENV, "").split(";"):
-        fields = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
-        if (fields and fields.get("rank") == str(STATE.rank)
-                and fields.get("phase") == STATE.phase
-                and fields.get("pass", "forward") == wanted
-                and fields.get("case", "") in STATE.case_id):
-            return True
-    return False
+# Test-only hook: given the rank's state and whether the guarded work is a backward pass,
+# the reason to raise an injected OutOfMemoryError there, or None. None in real runs.
+Injector = Callable[[OomState, bool], str | None]
+INJECT: Injector | None = None
 
 
 def guarded(work: Callable[[], T], like: Callable[[], T], backward: bool = False) -> T:
@@ -65,10 +54,9 @@ def guarded(work: Callable[[], T], like: Callable[[], T], backward: bool = False
     the injection's ``pass``)."""
     if not STATE.hit:
         try:
-            if _injected(backward):
-                raise torch.OutOfMemoryError(
-                    f"injected by {INJECT_ENV} (rank {STATE.rank}, phase {STATE.phase}, "
-                    f"{'backward' if backward else 'forward'} pass)")
+            injected = INJECT(STATE, backward) if INJECT is not None else None
+            if injected is not None:
+                raise torch.OutOfMemoryError(injected)
             return work()
         except torch.OutOfMemoryError:
             STATE.hit = True

@@ -6,7 +6,6 @@ the next case runs."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,10 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import live_server
+from oom_injection import env_with_injection
 
 from app.testing import REPO
 from ingest.validate import validate_report
-from runner.oom import INJECT_ENV
 from runner.spec import CaseSpec
 
 pytestmark = pytest.mark.live
@@ -41,9 +40,9 @@ def test_an_oom_on_one_rank_is_counted_and_the_run_goes_on(tmp_path: Path) -> No
     # oom_backward: rank 1 runs out in autograd's backward of the experts while the
     # backward pass is timed; rank 0 must not be left waiting in the backward's
     # collectives (the test would time out).
-    env = {**os.environ, INJECT_ENV: "rank=1,case=oom_late,phase=numerics;"
-                                     "rank=1,case=oom_backward,phase=backward,pass=backward;"
-                                     "rank=0,case=oom_early,phase=combined"}
+    env = env_with_injection("rank=1,case=oom_late,phase=numerics;"
+                             "rank=1,case=oom_backward,phase=backward,pass=backward;"
+                             "rank=0,case=oom_early,phase=combined")
     with live_server(f"sqlite:///{tmp_path / 'moescope.db'}", tmp_path) as live:
         result = subprocess.run(
             [sys.executable, "-m", "app.cli", "run", "--matrix", str(matrix), "--nproc", "2",
@@ -81,3 +80,18 @@ def test_an_oom_on_one_rank_is_counted_and_the_run_goes_on(tmp_path: Path) -> No
     assert "`ooms` counted" in served["meta"]["memoryNote"]
     assert EARLY.id in json.loads(out.read_text())["meta"]["runtimeSkippedNote"]
     assert "skipped: out of memory in the combined phase" in result.stdout
+
+
+def test_the_injection_is_test_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner does not read MOESCOPE_INJECT_OOM: only oom_injection.install arms it."""
+    import oom_injection
+
+    from runner import oom
+
+    monkeypatch.setattr(oom, "INJECT", None)
+    monkeypatch.setattr(oom, "STATE", oom.OomState(rank=0, case_id="x-oom", phase="numerics"))
+    monkeypatch.setenv(oom_injection.ENV, "rank=0,case=oom,phase=numerics")
+    assert oom.guarded(lambda: "ran", lambda: "zeros") == "ran"
+    oom_injection.install()
+    assert oom.guarded(lambda: "ran", lambda: "zeros") == "zeros"
+    assert oom.STATE.hit
