@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Response
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import AfterValidator, StringConstraints
 
 from app.api.deps import AdminToken, IngestToken, JsonBody, ReadAccess
 from app.api.openapi import body_schema
+from app.api.params import CaseFilterDep, ReportId, Text, no_nul
 from app.api.schemas import (
     CasePage,
     CasesAppended,
@@ -22,28 +22,18 @@ from app.api.schemas import (
 )
 from app.core.config import get_settings
 from app.core.db import SessionDep
+from app.report_json import report_json_bytes
 from app.repository import cases as cases_repo
 from app.repository import reports as reports_repo
-from ingest.schema import INT32_MAX, INT64_MAX, CaseList, Report
+from ingest.schema import INT64_MAX, CaseList, Report
 from ingest.validate import validate_case_list, validate_report
 
 router = APIRouter(prefix="/reports", tags=["reports"])
 
 
-def _no_nul(text: str) -> str:
-    if "\x00" in text:
-        raise ValueError("must not contain a NUL byte")
-    return text
-
-
-# Bounds of the columns they are compared with: past them the database raises (a 500),
-# and Postgres rejects NUL in any text parameter.
-ReportId = Annotated[int, Path(ge=1, le=INT32_MAX)]
+# Bounds of the columns they are compared with: past them the database raises (a 500).
 Offset = Annotated[int, Query(ge=0, le=INT64_MAX)]
-Text = Annotated[str, AfterValidator(_no_nul)]
-ShortText = Annotated[str, StringConstraints(max_length=200), AfterValidator(_no_nul)]
-EpValue = Annotated[int, Field(ge=1, le=INT32_MAX)]
-FValue = Annotated[int, Field(ge=1, le=INT64_MAX)]
+ShortText = Annotated[str, StringConstraints(max_length=200), AfterValidator(no_nul)]
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"description": "Malformed JSON"},
@@ -134,13 +124,7 @@ def list_cases(
     report_id: ReportId,
     _read: ReadAccess,
     session: SessionDep,
-    mode: Annotated[list[Literal["inference", "training"]], Query()] = [],  # noqa: B006
-    ep: Annotated[list[EpValue], Query()] = [],  # noqa: B006
-    precision: Annotated[list[Text], Query()] = [],  # noqa: B006
-    pipeline: Annotated[list[Text], Query()] = [],  # noqa: B006
-    category: Annotated[list[Text], Query()] = [],  # noqa: B006
-    F: Annotated[list[FValue], Query()] = [],  # noqa: B006
-    imbalance: Annotated[list[float], Query()] = [],  # noqa: B006
+    filters: CaseFilterDep,
     sort: Annotated[
         SortField,  # type: ignore[valid-type]
         Query(description="Any wire or derived scalar field"),
@@ -150,10 +134,6 @@ def list_cases(
     offset: Offset = 0,
 ) -> CasePage:
     """Cases with their derived fields and caveats. Repeat a filter to match any value."""
-    filters = cases_repo.CaseFilter(
-        mode=list(mode), ep=ep, precision=precision, pipeline=pipeline, category=category,
-        F=F, imbalance=imbalance,
-    )
     rows, total = cases_repo.list_cases(
         session, report_id, filters=filters, sort=sort, descending=order == "desc",
         limit=limit, offset=offset,
@@ -173,9 +153,8 @@ def get_case(
 @router.get("/{report_id}/report.json", responses={404: {"description": "No such report"}})
 def report_json(report_id: ReportId, _read: ReadAccess, session: SessionDep) -> Response:
     """The report exactly as posted, unknown fields included, appended cases in order."""
-    document = reports_repo.report_document(session, report_id)
     return Response(
-        content=_dumps(document),
+        content=report_json_bytes(session, report_id),
         media_type="application/json",
         headers={"Content-Disposition": f'inline; filename="report-{report_id}.json"'},
     )
@@ -187,7 +166,3 @@ def delete_report(report_id: ReportId, _token: AdminToken, session: SessionDep) 
     session.commit()
     return Response(status_code=204)
 
-
-def _dumps(document: dict[str, Any]) -> bytes:
-    # Python's float repr is the shortest round-tripping form: floats come back exact.
-    return json.dumps(document, ensure_ascii=False, allow_nan=False).encode("utf-8")
