@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 
+from app.export.command import add_arguments as add_export_arguments
+
 REFERENCE_REPORT = "gb300-nvl72-isolated-v6.json"
 
 
@@ -146,6 +148,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from app.export.command import run
+
+    return run(args)
+
+
 def cmd_model(args: argparse.Namespace) -> int:
     from runner.commands import model_command
 
@@ -213,6 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--token", help="ingest token for --url (or MOESCOPE_TOKEN)")
     _add_database_option(ingest)
     ingest.set_defaults(func=cmd_ingest)
+
+    export = sub.add_parser("export", help="one report (or two compared) as an offline HTML file")
+    add_export_arguments(export)
+    export.set_defaults(func=cmd_export)
 
     model = sub.add_parser("model", help="the analytical model per case (no torch needed)")
     source = model.add_mutually_exclusive_group(required=True)

@@ -312,3 +312,13 @@ def report_document(session: Session, report_id: int) -> dict[str, Any]:
 
 def count_reports(session: Session) -> int:
     return int(session.execute(select(func.count(ReportRow.id))).scalar_one())
+
+
+def latest_report_id(session: Session) -> int:
+    """The newest report's id (as list_reports orders them)."""
+    report_id = session.execute(
+        select(ReportRow.id).order_by(ReportRow.created_at.desc(), ReportRow.id.desc()).limit(1)
+    ).scalar_one_or_none()
+    if report_id is None:
+        raise NotFound("the database holds no report")
+    return int(report_id)

@@ -1,0 +1,33 @@
+"""The HTML exports as downloads: one report's view, and two reports compared."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from app.api.deps import ReadAccess
+from app.api.params import CaseFilterDep, ReportId
+from app.core.db import SessionDep
+from app.export.service import Export, export_report
+
+router = APIRouter(tags=["export"])
+
+_HTML: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/html": {}}, "description": "The export, as a download"},
+    404: {"description": "No such report"},
+}
+
+
+def _download(export: Export) -> Response:
+    return Response(
+        content=export.html.encode("utf-8"), media_type="text/html; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{export.filename}"'},
+    )
+
+
+@router.get("/reports/{report_id}/export.html", response_class=Response, responses=_HTML)
+def report_export(report_id: ReportId, _read: ReadAccess, session: SessionDep,
+                  filters: CaseFilterDep) -> Response:
+    """The report page's view as one offline HTML file (the case filters of /cases)."""
+    return _download(export_report(session, report_id, filters))

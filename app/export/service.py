@@ -1,0 +1,27 @@
+"""The exports, from the database: what the API routes and the CLI call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from app.dashboard import data
+from app.export.footer import make_footer
+from app.export.report import report_html
+from app.report_json import report_json_bytes
+from app.repository.cases import CaseFilter
+
+
+@dataclass(frozen=True)
+class Export:
+    filename: str
+    html: str
+
+
+def export_report(session: Session, report_id: int, filters: CaseFilter,
+                  now: datetime | None = None) -> Export:
+    view = data.report_view(session, report_id, filters)
+    footer = make_footer([(report_id, report_json_bytes(session, report_id))], now)
+    return Export(f"moescope-report-{report_id}.html", report_html(view, footer))

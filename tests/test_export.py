@@ -1,0 +1,257 @@
+"""The HTML export: its content checked against the reference report's own numbers, the
+download routes, the CLI (database and --url), and determinism."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import re
+import statistics
+from collections import Counter, defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import fresh_postgres_database, live_server
+from export_helpers import chart_specs, masked, parse, table_rows
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
+
+from app import figures
+from app.cli import main
+from app.dashboard import data
+from app.export.document import csp_hash, export_spec
+from app.export.service import export_report
+from app.repository import reports as reports_repo
+from app.repository.cases import CaseFilter
+from ingest.validate import validate_report
+
+SCRIPT_NOTE = "<script>alert(1)</script><img src=x onerror=\"alert(2)\"> & done"
+
+
+def store(session: Session, report: dict[str, Any]) -> int:
+    result = reports_repo.ingest_report(session, report, validate_report(report))
+    session.commit()
+    return result.id
+
+
+def exported(session: Session, report_id: int, filters: CaseFilter | None = None) -> str:
+    return export_report(session, report_id, filters or CaseFilter()).html
+
+
+def _spread(case: dict[str, Any]) -> float:
+    windows = case["windows"]["combined"]
+    return (max(windows) - min(windows)) / statistics.median(windows) * 100
+
+
+def expected_caveats(cases: list[dict[str, Any]]) -> dict[str, int]:
+    """The two caveats the reference carries, from DESIGN.md's definitions. The other codes
+    cannot apply: every case is accepted, measured, not emulated and under its peak."""
+    counts: Counter[str] = Counter()
+    for case in cases:
+        assert case["numericalAccepted"] and case["graphAccepted"] and not case["ooms"]
+        if _spread(case) > 5.0:
+            counts["noisy_windows"] += 1
+        if case["ep"] > 1 and case["logicalForwardPayloadBytesRank0"] == 0:
+            counts["local_only_payload"] += 1
+    return dict(counts)
+
+
+def test_export_shows_header_notes_caveats_summary_charts_and_every_case(
+    session: Session, reference: dict[str, Any],
+) -> None:
+    reference["meta"]["surpriseNote"] = SCRIPT_NOTE  # an unknown note, with markup
+    report_id = store(session, reference)
+    document = exported(session, report_id)
+    root = parse(document)
+    meta = reference["meta"]
+
+    assert root.by_id("export-gpu").text == meta["gpu"]
+    assert root.by_id("export-source").text == meta["source"]
+    assert meta["date"] in root.by_id("export-header").text
+    shape = table_rows(root.by_id("export-shape"))
+    assert dict(zip(shape[0], shape[1], strict=True)) == {
+        k: str(v) for k, v in meta["shape"].items()}
+    peaks = dict(table_rows(root.by_id("export-peaks"))[1:])
+    for precision, tf in meta["theoreticalTFPerGPU"].items():
+        assert peaks[f"{precision} dense"] == f"{tf:g} TFLOP/s per GPU"
+    assert peaks["HBM"] == f"{meta['theoreticalHBMGBps']:g} GB/s"
+
+    # Every *Note verbatim, the unknown one too, as text: its markup is not markup.
+    notes = {e.attrs["data-note"]: e.find_all("p")[0].text for e in root.find_all(
+        "div", class_="note")}
+    assert notes == {k: v for k, v in meta.items() if k.endswith("Note")}
+    assert "<script>alert" not in document and "<img src=x" not in document
+
+    caveats = {row[0]: int(row[1]) for row in table_rows(root.by_id("export-caveats"))[1:]}
+    assert caveats == expected_caveats(reference["cases"]) == {
+        "local_only_payload": 4, "noisy_windows": 16}
+
+    # Summary: % of peak from the report's own peaks, by hand.
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for case in reference["cases"]:
+        groups[(case["mode"], case["precision"], case["pipeline"])].append(case)
+    summary = table_rows(root.by_id("export-summary").find_all("table")[0])[1:]
+    assert len(summary) == len(groups)
+    for mode, precision, pipeline, count, best, median, useful in summary:
+        group = groups[(mode, precision, pipeline)]
+        percents = [c["usefulTFPerGPU"] / meta["theoreticalTFPerGPU"][precision] * 100
+                    for c in group]
+        assert int(count) == len(group)
+        assert best == f"{max(percents):,.1f}"
+        assert median == f"{statistics.median(percents):,.1f}"
+        assert useful == f"{max(c['usefulTFPerGPU'] for c in group):,.1f}"
+
+    # Every chart of the report page, from the dashboard's own builders.
+    specs = chart_specs(root)
+    assert list(specs) == [f"chart-{c.key}" for c in figures.CHARTS]
+    for chart in figures.CHARTS:
+        assert root.find_all("div", id=f"chart-{chart.key}")
+    view = data.report_view(session, report_id, CaseFilter())
+    for panel in view.panels:
+        assert specs[f"chart-{panel.key}"] == export_spec(panel.figure)
+        figures.to_figure(specs[f"chart-{panel.key}"]).to_dict()  # plotly accepts it
+    assert sum(len(t.get("x") or []) for t in specs["chart-throughput"]["data"]) == 63
+
+    # The case table: every case in report order, with its derived fields and caveats.
+    rows = table_rows(root.by_id("export-cases").find_all("table")[0])
+    header, body = rows[0], rows[1:]
+    assert [r[0] for r in body] == [c["id"] for c in reference["cases"]]
+    assert header == [label for _, label in data.TABLE_COLUMNS]
+    percent = header.index("% of peak")
+    for row, case in zip(body, reference["cases"], strict=True):
+        expected = case["usefulTFPerGPU"] / meta["theoreticalTFPerGPU"][case["precision"]] * 100
+        assert float(row[percent].replace(",", "")) == pytest.approx(expected, rel=1e-5)
+        noisy = "noisy_windows" in row[-1]
+        assert noisy == (_spread(case) > 5.0)
+
+
+def test_export_is_deterministic_apart_from_the_generation_time(
+    session: Session, reference: dict[str, Any],
+) -> None:
+    report_id = store(session, reference)
+    first = export_report(session, report_id, CaseFilter(),
+                          now=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)).html
+    data._report_cache.clear()  # the second export reads the database afresh
+    second = export_report(session, report_id, CaseFilter()).html
+    assert "2026-01-02T03:04:05Z" in first and "2026-01-02T03:04:05Z" not in second
+    assert first != second
+    assert masked(first).encode() == masked(second).encode()
+
+
+def test_csp_allows_exactly_the_inline_scripts_and_styles_of_the_file(
+    session: Session, reference: dict[str, Any],
+) -> None:
+    reference["cases"] = reference["cases"][:3]
+    root = parse(exported(session, store(session, reference)))
+    csp = root.find_all("meta", **{"http-equiv": "Content-Security-Policy"})[0].attrs["content"]
+    directives = dict(d.strip().split(" ", 1) for d in csp.split(";"))
+    assert directives["default-src"] == "'none'"
+    code = [s.text for s in root.find_all("script") if "type" not in s.attrs]
+    assert len(code) == 2  # plotly.js and draw.js
+    assert directives["script-src"].split() == [csp_hash(s) for s in code]
+    styles = [s.text for s in root.find_all("style")]
+    empty = "'sha256-" + base64.b64encode(hashlib.sha256(b"").digest()).decode() + "'"
+    assert directives["style-src"].split() == [csp_hash(s) for s in styles] + [empty]
+    assert "unsafe" not in directives["script-src"] + directives["style-src"]
+    assert not root.find_all("link") and not root.find_all("img")
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", str(code[1]))
+
+
+def test_route_serves_a_download_with_the_case_filters_and_the_source_hash(
+    client: TestClient, reference: dict[str, Any], auth: Any,
+) -> None:
+    created = client.post("/api/v1/reports", json=reference, headers=auth("ingest"))
+    report_id = created.json()["id"]
+    response = client.get(f"/api/v1/reports/{report_id}/export.html",
+                          params=[("precision", "bf16"), ("ep", "8"), ("ep", "16")])
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/html; charset=utf-8"
+    assert response.headers["content-disposition"] == (
+        f'attachment; filename="moescope-report-{report_id}.html"')
+    root = parse(response.text)
+    expected = [c["id"] for c in reference["cases"]
+                if c["precision"] == "bf16" and c["ep"] in (8, 16)]
+    rows = table_rows(root.by_id("export-cases").find_all("table")[0])[1:]
+    assert [r[0] for r in rows] == expected and expected
+    assert root.by_id("export-view").text.endswith("filters: ep = 8 or 16, precision = bf16")
+
+    source = client.get(f"/api/v1/reports/{report_id}/report.json").content
+    footer = root.by_id("export-footer").text
+    assert hashlib.sha256(source).hexdigest() in footer
+    assert f"#{report_id}" in footer
+
+    bad = client.get(f"/api/v1/reports/{report_id}/export.html", params={"ep": "eight"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "ep", 0]
+    missing = client.get("/api/v1/reports/999999/export.html")
+    assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+
+
+def test_route_takes_the_read_scope_like_every_read(
+    client: TestClient, reference: dict[str, Any], auth: Any, settings_env: Any,
+) -> None:
+    report = {"meta": reference["meta"], "cases": reference["cases"][:2]}
+    report_id = client.post("/api/v1/reports", json=report, headers=auth("ingest")).json()["id"]
+    settings_env(require_read_token=1)
+    with TestClient(client.app) as closed:
+        path = f"/api/v1/reports/{report_id}/export.html"
+        assert closed.get(path).status_code == 401
+        assert closed.get(path, headers=auth("read")).status_code == 200
+
+
+def test_cli_writes_the_export_from_the_database(
+    database_url: str, session: Session, reference: dict[str, Any], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    older = copy.deepcopy(reference)
+    older["meta"]["runId"] = "older"
+    store(session, older)
+    report_id = store(session, reference)
+    out = tmp_path / "r.html"
+    assert main(["export", "latest", "--database-url", database_url, "-o", str(out),
+                 "--mode", "training", "--F", "3072"]) == 0
+    root = parse(out.read_text("utf-8"))
+    assert f"#{report_id}" in root.by_id("export-footer").text
+    rows = table_rows(root.by_id("export-cases").find_all("table")[0])[1:]
+    assert [r[0] for r in rows] == [c["id"] for c in reference["cases"]
+                                    if c["mode"] == "training" and c["F"] == 3072]
+    assert "wrote" in capsys.readouterr().err
+
+    assert main(["export", "12345", "--database-url", database_url, "-o", str(out)]) == 1
+    assert "report 12345 does not exist" in capsys.readouterr().err
+    assert main(["export", "newest", "--database-url", database_url]) == 2
+    assert "REPORT: 'newest'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["export", "1", "--ep", "x", "--database-url", database_url])
+    assert "argument --ep: invalid int value: 'x'" in capsys.readouterr().err
+
+
+@pytest.mark.live
+def test_cli_url_fetches_the_servers_export(
+    tmp_path: Path, reference: dict[str, Any], capsys: pytest.CaptureFixture[str],
+) -> None:
+    with fresh_postgres_database() as url, live_server(url, tmp_path) as server:
+        token = server.token("ingest")
+        headers = {"Authorization": f"Bearer {token}"}
+        report_id = httpx.post(server.url + "/api/v1/reports", json=reference,
+                               headers=headers, timeout=60).json()["id"]
+        out = tmp_path / "via-url.html"
+        assert main(["export", "latest", "--url", server.url, "--token", token, "-o", str(out),
+                     "--precision", "nvfp4"]) == 0
+        served = httpx.get(f"{server.url}/api/v1/reports/{report_id}/export.html",
+                           params={"precision": "nvfp4"}, timeout=60).text
+        assert masked(out.read_text("utf-8")) == masked(served)
+        rows = table_rows(parse(served).by_id("export-cases").find_all("table")[0])[1:]
+        assert len(rows) == sum(1 for c in reference["cases"] if c["precision"] == "nvfp4")
+
+        named = tmp_path / "named"
+        named.mkdir()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.chdir(named)
+            assert main(["export", str(report_id), "--url", server.url]) == 0
+        assert (named / f"moescope-report-{report_id}.html").is_file()
+        assert main(["export", "999", "--url", server.url]) == 1
+        assert "HTTP 404: report 999 does not exist" in capsys.readouterr().err
