@@ -22,7 +22,8 @@ from sqlalchemy.orm import Session
 
 from app import figures
 from app.cli import main
-from app.dashboard import data
+from app.dashboard import report_view
+from app.dashboard.case_table import TABLE_COLUMNS
 from app.export.document import csp_hash, export_spec
 from app.export.service import export_report
 from app.repository import reports as reports_repo
@@ -110,7 +111,7 @@ def test_export_shows_header_notes_caveats_summary_charts_and_every_case(
     assert list(specs) == [f"chart-{c.key}" for c in figures.CHARTS]
     for chart in figures.CHARTS:
         assert root.find_all("div", id=f"chart-{chart.key}")
-    view = data.report_view(session, report_id, CaseFilter())
+    view = report_view.report_view(session, report_id, CaseFilter())
     for panel in view.panels:
         assert specs[f"chart-{panel.key}"] == export_spec(panel.figure)
         figures.to_figure(specs[f"chart-{panel.key}"]).to_dict()  # plotly accepts it
@@ -120,7 +121,7 @@ def test_export_shows_header_notes_caveats_summary_charts_and_every_case(
     rows = table_rows(root.by_id("export-cases").find_all("table")[0])
     header, body = rows[0], rows[1:]
     assert [r[0] for r in body] == [c["id"] for c in reference["cases"]]
-    assert header == [label for _, label in data.TABLE_COLUMNS]
+    assert header == [label for _, label in TABLE_COLUMNS]
     percent = header.index("% of peak")
     for row, case in zip(body, reference["cases"], strict=True):
         expected = case["usefulTFPerGPU"] / meta["theoreticalTFPerGPU"][case["precision"]] * 100
@@ -135,7 +136,7 @@ def test_export_is_deterministic_apart_from_the_generation_time(
     report_id = store(session, reference)
     first = export_report(session, report_id, CaseFilter(),
                           now=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)).html
-    data._report_cache.clear()  # the second export reads the database afresh
+    report_view._report_cache.clear()  # the second export reads the database afresh
     second = export_report(session, report_id, CaseFilter()).html
     assert "2026-01-02T03:04:05Z" in first and "2026-01-02T03:04:05Z" not in second
     assert first != second

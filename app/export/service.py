@@ -7,7 +7,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from app.dashboard import data
+from app.dashboard.report_view import report_view
 from app.export.footer import make_footer
 from app.export.report import report_html
 from app.report_json import report_json_bytes
@@ -22,6 +22,6 @@ class Export:
 
 def export_report(session: Session, report_id: int, filters: CaseFilter,
                   now: datetime | None = None) -> Export:
-    view = data.report_view(session, report_id, filters)
+    view = report_view(session, report_id, filters)
     footer = make_footer([(report_id, report_json_bytes(session, report_id))], now)
     return Export(f"moescope-report-{report_id}.html", report_html(view, footer))
