@@ -67,6 +67,8 @@ class ReportRow(Base):
     run_id: Mapped[str | None] = mapped_column(String(200), unique=True)
     date: Mapped[str] = mapped_column(String(200), index=True)
     gpu: Mapped[str] = mapped_column(String(200), index=True)
+    # ``ingest.series.series_context`` of the meta: the series its cases continue.
+    series: Mapped[str] = mapped_column(String(16))
     source: Mapped[str | None] = mapped_column(Text)
     meta: Mapped[dict[str, Any]] = mapped_column(JSON)
     # Top-level keys other than meta and cases, kept so report.json is exact.
@@ -83,6 +85,8 @@ class ReportRow(Base):
 
     __table_args__ = (
         Index("ix_reports_created_at_id", "created_at", "id"),
+        # A series' reports in history order, found without reading other series.
+        Index("ix_reports_series_date", "series", "date", "created_at", "id"),
         CheckConstraint("case_count >= 0", name="case_count_non_negative"),
         # Without AUTOINCREMENT SQLite hands a deleted newest report's id to the next
         # one: a runner still appending to /reports/{id}/cases would write into an

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,10 +10,11 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from conftest import fresh_postgres_database
-from sqlalchemy import create_engine, inspect, pool
+from sqlalchemy import create_engine, inspect, pool, text
 
 from app.models import Base
 from db.migrate import downgrade, head_revision, upgrade
+from ingest.series import series_context
 
 TABLES = {"reports", "cases", "caveats", "api_tokens"}
 
@@ -66,3 +68,22 @@ def test_upgrade_matches_models_and_downgrade_round_trips(empty_database: str) -
     upgrade(empty_database)
     assert _tables(empty_database) == TABLES
     assert _differences(empty_database) == []
+
+
+def test_upgrade_gives_existing_reports_their_series(empty_database: str) -> None:
+    upgrade(empty_database, "0001")
+    engine = create_engine(empty_database, poolclass=pool.NullPool)
+    meta = {"gpu": "NVIDIA H200", "shape": {"T": 64, "D": 7168, "E": 256, "K": 8}}
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(
+                "INSERT INTO reports (content_sha256, date, gpu, meta, extra, case_count, "
+                "created_at, updated_at) VALUES ('x', '2026-01-01', 'NVIDIA H200', :meta, "
+                "'{}', 0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"), {"meta": json.dumps(meta)})
+        upgrade(empty_database)
+        with engine.connect() as connection:
+            stored = connection.execute(text("SELECT series FROM reports")).scalar_one()
+    finally:
+        engine.dispose()
+    # What ingest computes for the same meta today.
+    assert stored == series_context(meta)

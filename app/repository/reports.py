@@ -17,6 +17,7 @@ from app.models import Base, CaseRow, ReportRow, utcnow
 from app.repository.cases import DERIVED
 from ingest.derived import Caveat, caveats, derive
 from ingest.schema import Case, Meta, Report
+from ingest.series import series_context
 
 # Core tables for the bulk inserts: the ORM's bulk path only adds per-row bookkeeping.
 _CASES = Base.metadata.tables["cases"]
@@ -58,6 +59,7 @@ def ingest_report(session: Session, raw: dict[str, Any], report: Report) -> Inge
         run_id=report.meta.runId,
         date=report.meta.date,
         gpu=report.meta.gpu,
+        series=series_context(meta_raw),
         source=report.meta.source,
         meta=meta_raw,
         extra=extra,

@@ -1,0 +1,107 @@
+"""Series queries and the regressions service on SQLite and Postgres: the verdicts found
+through the database are the ones the synthetic series was built to produce, and a
+series' points come back in history order with the values as posted."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from history_helpers import synthetic_series
+from sqlalchemy.orm import Session
+
+from app.core.errors import NotFound
+from app.repository import reports as reports_repo
+from app.services.history import case_history, report_regressions
+from ingest.regressions import Settings
+from ingest.validate import validate_report
+
+Body = dict[str, Any]
+
+
+def _ingest(session: Session, body: Body) -> int:
+    report_id = reports_repo.ingest_report(session, body, validate_report(body)).id
+    session.commit()
+    return report_id
+
+
+def test_regressions_of_the_newest_report(session: Session, reference: Body) -> None:
+    ids = [c["id"] for c in reference["cases"]]
+    slowed, sped = [ids[0], ids[20], ids[45]], ids[36]
+    reports = synthetic_series(reference, 11, seed=3,
+                               newest_factor={**dict.fromkeys(slowed, 1.15), sped: 0.88})
+    report_ids = [_ingest(session, r) for r in reports]
+
+    verdicts = report_regressions(session, report_ids[-1])
+    assert [v.case_id for v in verdicts] == ids
+    flagged = {v.case_id: v.verdict.status for v in verdicts if v.verdict.flagged}
+    assert flagged == {**dict.fromkeys(slowed, "regression"), sped: "improvement"}
+    assert {v.verdict.baseline_points for v in verdicts} == {10}
+    # The baseline is the median of the ten earlier layer times, as posted.
+    earlier = sorted(r["cases"][0]["layerMS"] for r in reports[:-1])
+    assert verdicts[0].verdict.baseline == pytest.approx((earlier[4] + earlier[5]) / 2)
+
+    # A rolling window: only the last 4 earlier reports count.
+    short = report_regressions(session, report_ids[-1], Settings(window=4))
+    assert {v.verdict.baseline_points for v in short} == {4}
+    last4 = sorted(r["cases"][0]["layerMS"] for r in reports[-5:-1])
+    assert short[0].verdict.baseline == pytest.approx((last4[1] + last4[2]) / 2)
+
+    # History is what came before: the third report has two earlier points, the fourth three.
+    assert {v.verdict.status for v in report_regressions(session, report_ids[2])} == {
+        "insufficient_history"}
+    assert {v.verdict.baseline_points for v in report_regressions(session, report_ids[3])} == {3}
+
+
+def _variant(reference: Body, date: str, layer_ms: float, **meta: Any) -> Body:
+    """The reference's first two cases; the first measured at ``layer_ms``."""
+    body = {"meta": {**copy.deepcopy(reference["meta"]), "date": date, **meta},
+            "cases": copy.deepcopy(reference["cases"][:2])}
+    case = body["cases"][0]
+    factor = layer_ms / case["layerMS"]
+    case["layerMS"] = layer_ms
+    case["windows"]["combined"] = [w * factor for w in case["windows"]["combined"]]
+    return body
+
+
+def test_history_order_and_content(session: Session, reference: Body) -> None:
+    gpu = reference["meta"]["gpu"]
+    case_id = reference["cases"][0]["id"]
+    # Posted out of date order; two on the same date, told apart by ingestion time.
+    late = _ingest(session, _variant(reference, "2026-10-03", 1.3))
+    first = _ingest(session, _variant(reference, "2026-10-01", 1.1))
+    same_day_a = _ingest(session, _variant(reference, "2026-10-02", 1.2))
+    same_day_b = _ingest(session, _variant(reference, "2026-10-02", 1.25))
+    # Another GPU and another shape are other series.
+    _ingest(session, _variant(reference, "2026-10-02", 9.0, gpu="NVIDIA H200"))
+    other_shape = {**reference["meta"]["shape"], "T": 4096}
+    _ingest(session, _variant(reference, "2026-09-30", 7.0, shape=other_shape))
+
+    history = case_history(session, case_id, gpu)
+    assert history.fields == {"gpu": gpu, "T": 2048, "D": 7168, "E": 384, "K": 6}
+    got = [(p.point.report_id, p.point.date, p.point.layer_ms) for p in history.points]
+    assert got == [(first, "2026-10-01", 1.1), (same_day_a, "2026-10-02", 1.2),
+                   (same_day_b, "2026-10-02", 1.25), (late, "2026-10-03", 1.3)]
+    windows = [w * 1.3 / 1.4241407990455628 for w in reference["cases"][0]["windows"]["combined"]]
+    last = history.points[-1].point
+    assert last.window_min_ms == pytest.approx(min(windows))
+    assert last.window_max_ms == pytest.approx(max(windows))
+    assert last.useful_tf_per_gpu == reference["cases"][0]["usefulTFPerGPU"]
+    # bf16 peak of the reference meta: 2500 TFLOP/s.
+    assert last.percent_of_peak == pytest.approx(last.useful_tf_per_gpu / 2500 * 100)
+    # Three earlier points before the last: 1.1, 1.2, 1.25, median 1.2; 1.3 is 8.3 % slower,
+    # past the threshold, and the history's MAD (0.05) puts the noise at 21.6 %.
+    statuses = [p.verdict.status for p in history.points]
+    assert statuses == ["insufficient_history"] * 3 + ["unchanged"]
+    assert history.points[-1].verdict.change_percent == pytest.approx((1.3 - 1.2) / 1.2 * 100)
+    assert len(history.other_series) == 1
+
+    shape_history = case_history(session, case_id, gpu, history.other_series[0])
+    assert [p.point.layer_ms for p in shape_history.points] == [7.0]
+    assert shape_history.fields["T"] == 4096
+
+    with pytest.raises(NotFound):
+        case_history(session, "no-such-case", gpu)
+    with pytest.raises(NotFound):
+        case_history(session, case_id, gpu, "0" * 16)
