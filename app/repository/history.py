@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
-from app.core.errors import NotFound
 from app.models import CaseRow, ReportRow
+from app.repository.reports import report_columns
 from ingest.regressions import Point
 
 HISTORY_ORDER = (ReportRow.date, ReportRow.created_at, ReportRow.id)
@@ -28,12 +28,8 @@ class SeriesPosition:
 
 
 def report_position(session: Session, report_id: int) -> SeriesPosition:
-    row = session.execute(
-        select(ReportRow.series, ReportRow.date, ReportRow.created_at)
-        .where(ReportRow.id == report_id)
-    ).one_or_none()
-    if row is None:
-        raise NotFound(f"report {report_id} does not exist")
+    row = report_columns(session, report_id, ReportRow.series, ReportRow.date,
+                         ReportRow.created_at)
     return SeriesPosition(report_id, row[0], row[1], row[2])
 
 

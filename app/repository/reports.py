@@ -256,13 +256,16 @@ def report_version(session: Session, report_id: int) -> tuple[Any, ...]:
     """A value that changes whenever the report or its cases do (cases are only ever
     appended, which bumps ``updated_at`` and ``case_count``): a cache key, read without
     decoding the report's JSON."""
-    row = session.execute(
-        select(ReportRow.created_at, ReportRow.updated_at, ReportRow.case_count)
-        .where(ReportRow.id == report_id)
-    ).one_or_none()
+    return report_columns(session, report_id, ReportRow.created_at, ReportRow.updated_at,
+                          ReportRow.case_count)
+
+
+def report_columns(session: Session, report_id: int, *columns: Any) -> tuple[Any, ...]:
+    """Some columns of one report, read without decoding its JSON."""
+    row = session.execute(select(*columns).where(ReportRow.id == report_id)).one_or_none()
     if row is None:
         raise NotFound(f"report {report_id} does not exist")
-    return (row[0], row[1], row[2])
+    return tuple(row)
 
 
 def _list_query(q: str | None, gpu: str | None) -> Select[ReportRow]:
