@@ -136,16 +136,19 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from app.ingest_files import ingest_files
+    files = [Path(f) for f in args.files]
+    if args.url:
+        from app.report_files import post_files
 
-    problem = None if args.url else _unmigrated(_database_url(args))
+        return post_files(files, args.url, args.token, args.deadline)
+    from app.ingest_files import store_files
+
+    url = _database_url(args)
+    problem = _unmigrated(url)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    return ingest_files(
-        [Path(f) for f in args.files], database_url=None if args.url else _database_url(args),
-        url=args.url, token=args.token,
-    )
+    return store_files(files, url)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -219,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("files", nargs="+", metavar="FILE")
     ingest.add_argument("--url", help="post to this moescope server instead of the database")
     ingest.add_argument("--token", help="ingest token for --url (or MOESCOPE_TOKEN)")
+    ingest.add_argument("--deadline", type=float, default=60.0, metavar="SECONDS",
+                        help="how long a post to --url retries while the server is down "
+                             "or busy")
     _add_database_option(ingest)
     ingest.set_defaults(func=cmd_ingest)
 

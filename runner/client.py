@@ -1,5 +1,5 @@
-"""Delivery to the results service: HTTP with retries and exponential backoff up to a
-deadline, through the on-disk spool (runner/spool.py) so nothing is lost.
+"""Delivery to the results service through the on-disk spool (runner/spool.py), so
+nothing is lost; each post retries up to a deadline (runner/http.py).
 
 Protocol: a run creates its report (``POST /reports`` with the meta and no cases), then
 appends each case as it finishes (``POST /reports/{id}/cases``). A spooled run whose
@@ -11,19 +11,14 @@ idempotent.
 
 from __future__ import annotations
 
-import os
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
+from runner.http import Poster, Unreachable
 from runner.spool import PendingRun, Spool, SpoolError, SpoolFull, run_folder
 
-# Worth retrying: the service or its database is down or busy.
-RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
 # Refused for good: the payload itself is wrong (or conflicts with what is stored).
 REJECT_STATUS = {400, 409, 413, 422}
 
@@ -49,61 +44,25 @@ class Rejected(DeliveryError):
         super().__init__(f"HTTP {status}: {detail}", status)
 
 
-@dataclass
-class Client:
-    url: str
-    token: str | None
-    timeout_s: float = 30.0
-    base_delay_s: float = 0.5
-    max_delay_s: float = 10.0
-    sleep: Callable[[float], None] = time.sleep
-    clock: Callable[[], float] = time.monotonic
-
-    def post(self, path: str, body: dict[str, Any], deadline_s: float) -> dict[str, Any]:
-        """POST until it succeeds or ``deadline_s`` has passed (0: a single attempt)."""
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        end = self.clock() + deadline_s
-        delay = self.base_delay_s
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                response = httpx.post(self.url.rstrip("/") + "/api/v1" + path, json=body,
-                                      headers=headers, timeout=self.timeout_s)
-            except httpx.HTTPError as exc:
-                problem = f"{type(exc).__name__}: {exc}"
-                wait = delay
-            else:
-                if response.status_code < 300:
-                    result: dict[str, Any] = response.json()
-                    return result
-                problem = f"HTTP {response.status_code}: {response.text[:500]}"
-                if response.status_code in REJECT_STATUS:
-                    raise Rejected(response.status_code, response.text[:2000])
-                if response.status_code not in RETRY_STATUS:
-                    # 401/403/404: not the payload's fault, and not going to change soon.
-                    raise DeliveryError(problem, response.status_code)
-                wait = max(delay, _retry_after(response))
-            left = end - self.clock()
-            if left <= 0:
-                raise DeliveryError(f"{problem} (gave up after {attempt} attempt(s))")
-            self.sleep(min(wait, left, self.max_delay_s))
-            delay = min(delay * 2, self.max_delay_s)
-
-
-def _retry_after(response: httpx.Response) -> float:
+def post_api(poster: Poster, path: str, body: dict[str, Any], deadline_s: float
+             ) -> dict[str, Any]:
+    """POST to the service's API until it succeeds or ``deadline_s`` has passed (0: a
+    single attempt); the answer's JSON, else DeliveryError (Rejected: the payload)."""
     try:
-        return float(response.headers.get("Retry-After", 0))
-    except ValueError:
-        return 0.0
-
-
-def resolve_url(url: str | None) -> str | None:
-    return url or os.environ.get("MOESCOPE_URL") or None
-
-
-def resolve_token(token: str | None) -> str | None:
-    return token or os.environ.get("MOESCOPE_TOKEN") or None
+        posted = poster.post_json("/api/v1" + path, body, deadline_s)
+    except Unreachable as exc:
+        raise DeliveryError(str(exc)) from exc
+    response = posted.response
+    if response.status_code < 300:
+        result: dict[str, Any] = response.json()
+        return result
+    if response.status_code in REJECT_STATUS:
+        raise Rejected(response.status_code, response.text[:2000])
+    problem = f"HTTP {response.status_code}: {response.text[:500]}"
+    if posted.gave_up:
+        problem += f" (gave up after {posted.attempts} attempt(s))"
+    # 401/403/404: not the payload's fault, and not going to change soon.
+    raise DeliveryError(problem, response.status_code)
 
 
 @dataclass
@@ -114,20 +73,20 @@ class FlushResult:
     problems: list[str] = field(default_factory=list)
 
 
-def flush_run(spool: Spool, run: PendingRun, client: Client, deadline_s: float,
+def flush_run(spool: Spool, run: PendingRun, poster: Poster, deadline_s: float,
               report_id: int | None = None, log: Log = _stderr) -> tuple[int | None, FlushResult]:
     """Send one spooled run's pending cases; returns the report id when it is known."""
     result = FlushResult()
     files = run.case_files
     cases = run.cases()
     try:
-        report_id = _send(client, run, cases, deadline_s, report_id)
+        report_id = _send(poster, run, cases, deadline_s, report_id)
     except Rejected as exc:
         if len(files) > 1:
             # Find the culprit instead of setting good cases aside with it.
             for path in files:
                 one = PendingRun(run.folder, run.url, run.meta, [path])
-                report_id, part = flush_run(spool, one, client, deadline_s, report_id, log)
+                report_id, part = flush_run(spool, one, poster, deadline_s, report_id, log)
                 _merge(result, part)
             return report_id, result
         where = spool.reject(run, files, f"{exc}\n")
@@ -145,13 +104,13 @@ def flush_run(spool: Spool, run: PendingRun, client: Client, deadline_s: float,
     return report_id, result
 
 
-def _send(client: Client, run: PendingRun, cases: list[dict[str, Any]], deadline_s: float,
+def _send(poster: Poster, run: PendingRun, cases: list[dict[str, Any]], deadline_s: float,
           report_id: int | None) -> int:
     if report_id is not None:
         if not cases:
             return report_id
         try:
-            client.post(f"/reports/{report_id}/cases", {"cases": cases}, deadline_s)
+            post_api(poster, f"/reports/{report_id}/cases", {"cases": cases}, deadline_s)
             return report_id
         except Rejected:
             raise
@@ -159,7 +118,7 @@ def _send(client: Client, run: PendingRun, cases: list[dict[str, Any]], deadline
             if exc.status != 404:
                 raise
             # The report went away (deleted, another server): create it again.
-    answer = client.post("/reports", {"meta": run.meta, "cases": cases}, deadline_s)
+    answer = post_api(poster, "/reports", {"meta": run.meta, "cases": cases}, deadline_s)
     return int(answer["id"])
 
 
@@ -192,7 +151,7 @@ def flush_spool(spool: Spool, url: str | None, token: str | None, deadline_s: fl
             total.pending += len(run.case_files)
             total.problems.append(f"{run.folder.name}: no server URL (give --url)")
             continue
-        _, part = flush_run(spool, run, Client(target, token), deadline_s, log=log)
+        _, part = flush_run(spool, run, Poster(target, token), deadline_s, log=log)
         _merge(total, part)
     return total
 
@@ -212,7 +171,7 @@ class Sender:
             raise ValueError("meta.runId is required to deliver a run idempotently")
         self.spool, self.url, self.meta, self.log = spool, url, meta, log
         self.run_id = str(run_id)
-        self.client = Client(url, token)
+        self.poster = Poster(url, token)
         self.deadline_s = deadline_s
         self.report_id: int | None = None
         self.online = True
@@ -241,7 +200,7 @@ class Sender:
         """The spool has no room (earlier runs' posts fill it), but what the service takes
         now is not lost: post it directly. Only when that fails too is it an error."""
         try:
-            answer = self.client.post(path, body, self.deadline_s)
+            answer = post_api(self.poster, path, body, self.deadline_s)
         except DeliveryError as exc:
             raise SpoolError(f"{full}; and {self.url} did not take it either ({exc})") from exc
         if "id" in answer:
@@ -258,7 +217,7 @@ class Sender:
         if not folder.exists():
             return
         run = self.spool.pending_run(folder)
-        self.report_id, part = flush_run(self.spool, run, self.client, deadline_s,
+        self.report_id, part = flush_run(self.spool, run, self.poster, deadline_s,
                                          self.report_id, self.log)
         self.result.delivered += part.delivered
         self.result.rejected += part.rejected

@@ -60,7 +60,7 @@ def model_command(matrix: Path | None, report: Path | None, check: bool, as_json
 
 def run_command(matrix: Path, *, nproc: int | None, url: str | None, token: str | None,
                 out: Path | None, spool_dir: Path | None, deadline_s: float = 60.0) -> int:
-    from runner.client import resolve_token, resolve_url
+    from runner.http import resolve_token, resolve_url
     from runner.spool import default_spool_dir
 
     if nproc is not None and nproc < 1:
@@ -90,7 +90,8 @@ def run_command(matrix: Path, *, nproc: int | None, url: str | None, token: str 
 
 def flush_command(spool_dir: Path | None, *, url: str | None, token: str | None,
                   deadline_s: float = 60.0) -> int:
-    from runner.client import flush_spool, resolve_token, resolve_url
+    from runner.client import flush_spool
+    from runner.http import resolve_token, resolve_url
     from runner.spool import Spool, SpoolError, default_spool_dir
 
     spool = Spool(spool_dir or default_spool_dir())

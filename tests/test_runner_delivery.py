@@ -15,7 +15,8 @@ import pytest
 from conftest import LiveServer, free_port, live_server
 
 from app.testing import REPO
-from runner.client import Client, DeliveryError, Sender, flush_spool, resend_earlier
+from runner.client import DeliveryError, Sender, flush_spool, post_api, resend_earlier
+from runner.http import Poster
 from runner.spool import Spool, SpoolError, SpoolFull, run_folder
 
 pytestmark = pytest.mark.live
@@ -201,15 +202,16 @@ def test_retries_back_off_until_the_deadline() -> None:
         waits.append(seconds)
         now[0] += seconds
 
-    client = Client(f"http://127.0.0.1:{free_port()}", None, sleep=sleep,
-                    clock=lambda: now[0], base_delay_s=0.05, max_delay_s=0.2)
+    poster = Poster(f"http://127.0.0.1:{free_port()}", None, sleep=sleep,
+                    clock=lambda: now[0], base_delay_s=0.05, max_delay_s=0.2,
+                    jitter=lambda delay: delay)
     with pytest.raises(DeliveryError, match=r"gave up after 6 attempt\(s\)"):
-        client.post("/reports", {}, deadline_s=0.6)
+        post_api(poster, "/reports", {}, deadline_s=0.6)
     # doubling, capped at 0.2, and the last wait cut to what the deadline leaves
     assert waits == pytest.approx([0.05, 0.1, 0.2, 0.2, 0.05], abs=1e-12)
     waits.clear()
     with pytest.raises(DeliveryError, match=r"after 1 attempt\(s\)"):
-        client.post("/reports", {}, deadline_s=0)
+        post_api(poster, "/reports", {}, deadline_s=0)
     assert waits == []
 
 
@@ -229,7 +231,7 @@ def test_a_service_down_at_the_start_costs_one_deadline(
     messages: list[str] = []
     sender = Sender(Spool(tmp_path / "spool"), f"http://127.0.0.1:{free_port()}", None, meta,
                     deadline_s=5, log=messages.append)
-    sender.client = Client(sender.url, None, sleep=sleep, clock=lambda: now[0])
+    sender.poster = Poster(sender.url, None, sleep=sleep, clock=lambda: now[0])
     sender.start()
     assert waits and len(messages) == 1 and "did not take the report" in messages[0]
     waits.clear()
