@@ -12,6 +12,9 @@ from pathlib import Path
 
 from app.export.command import add_arguments as add_export_arguments
 
+# Standard library only, like this module: the defaults the help text shows.
+from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_POINTS
+
 REFERENCE_REPORT = "gb300-nvl72-isolated-v6.json"
 
 
@@ -157,6 +160,39 @@ def cmd_export(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_regressions(args: argparse.Namespace) -> int:
+    from app.regressions_command import regressions_command
+    from ingest.regressions import Settings
+
+    url = _database_url(args)
+    problem = _unmigrated(url)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    settings = Settings(threshold_percent=args.threshold, window=args.window)
+    return regressions_command(args.report_id, url, settings, args.json)
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def _at_least_min_points(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < MIN_POINTS:
+        raise argparse.ArgumentTypeError(f"must be at least {MIN_POINTS}, got {text}")
+    return value
+
+
 def cmd_model(args: argparse.Namespace) -> int:
     from runner.commands import model_command
 
@@ -231,6 +267,21 @@ def build_parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", help="one report (or two compared) as an offline HTML file")
     add_export_arguments(export)
     export.set_defaults(func=cmd_export)
+
+    regressions = sub.add_parser(
+        "regressions", help="cases of a report that moved against their history; exit 1 "
+                            "when any regressed")
+    regressions.add_argument("report_id", type=int, metavar="REPORT-ID")
+    regressions.add_argument("--threshold", type=_positive, default=DEFAULT_THRESHOLD_PERCENT,
+                             metavar="PCT", help="minimum change of layer time, percent "
+                                                 "(default %(default)g)")
+    regressions.add_argument("--window", type=_at_least_min_points, default=DEFAULT_WINDOW,
+                             metavar="N", help="earlier points in the baseline "
+                                               "(default %(default)d)")
+    regressions.add_argument("--json", action="store_true",
+                             help="one JSON object per flagged case")
+    _add_database_option(regressions)
+    regressions.set_defaults(func=cmd_regressions)
 
     model = sub.add_parser("model", help="the analytical model per case (no torch needed)")
     source = model.add_mutually_exclusive_group(required=True)

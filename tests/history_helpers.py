@@ -9,6 +9,11 @@ import statistics
 from datetime import date, timedelta
 from typing import Any
 
+from sqlalchemy.orm import Session
+
+from app.repository import reports as reports_repo
+from ingest.validate import validate_report
+
 Body = dict[str, Any]
 
 FIRST_DATE = date(2026, 9, 1)
@@ -65,3 +70,10 @@ def synthetic_series(
             _scaled(case, factor)
         series.append(report)
     return series
+
+
+def ingest(session: Session, body: Body) -> int:
+    """Store a report, committed; its id."""
+    report_id = reports_repo.ingest_report(session, body, validate_report(body)).id
+    session.commit()
+    return report_id

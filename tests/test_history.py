@@ -8,22 +8,14 @@ import copy
 from typing import Any
 
 import pytest
-from history_helpers import synthetic_series
+from history_helpers import ingest, synthetic_series
 from sqlalchemy.orm import Session
 
 from app.core.errors import NotFound
-from app.repository import reports as reports_repo
 from app.services.history import case_history, report_regressions
 from ingest.regressions import Settings
-from ingest.validate import validate_report
 
 Body = dict[str, Any]
-
-
-def _ingest(session: Session, body: Body) -> int:
-    report_id = reports_repo.ingest_report(session, body, validate_report(body)).id
-    session.commit()
-    return report_id
 
 
 def test_regressions_of_the_newest_report(session: Session, reference: Body) -> None:
@@ -31,9 +23,9 @@ def test_regressions_of_the_newest_report(session: Session, reference: Body) -> 
     slowed, sped = [ids[0], ids[20], ids[45]], ids[36]
     reports = synthetic_series(reference, 11, seed=3,
                                newest_factor={**dict.fromkeys(slowed, 1.15), sped: 0.88})
-    report_ids = [_ingest(session, r) for r in reports]
+    report_ids = [ingest(session, r) for r in reports]
 
-    verdicts = report_regressions(session, report_ids[-1])
+    verdicts = report_regressions(session, report_ids[-1]).items
     assert [v.case_id for v in verdicts] == ids
     flagged = {v.case_id: v.verdict.status for v in verdicts if v.verdict.flagged}
     assert flagged == {**dict.fromkeys(slowed, "regression"), sped: "improvement"}
@@ -43,15 +35,15 @@ def test_regressions_of_the_newest_report(session: Session, reference: Body) -> 
     assert verdicts[0].verdict.baseline == pytest.approx((earlier[4] + earlier[5]) / 2)
 
     # A rolling window: only the last 4 earlier reports count.
-    short = report_regressions(session, report_ids[-1], Settings(window=4))
+    short = report_regressions(session, report_ids[-1], Settings(window=4)).items
     assert {v.verdict.baseline_points for v in short} == {4}
     last4 = sorted(r["cases"][0]["layerMS"] for r in reports[-5:-1])
     assert short[0].verdict.baseline == pytest.approx((last4[1] + last4[2]) / 2)
 
     # History is what came before: the third report has two earlier points, the fourth three.
-    assert {v.verdict.status for v in report_regressions(session, report_ids[2])} == {
-        "insufficient_history"}
-    assert {v.verdict.baseline_points for v in report_regressions(session, report_ids[3])} == {3}
+    third, fourth = (report_regressions(session, i).items for i in report_ids[2:4])
+    assert {v.verdict.status for v in third} == {"insufficient_history"}
+    assert {v.verdict.baseline_points for v in fourth} == {3}
 
 
 def _variant(reference: Body, date: str, layer_ms: float, **meta: Any) -> Body:
@@ -69,14 +61,14 @@ def test_history_order_and_content(session: Session, reference: Body) -> None:
     gpu = reference["meta"]["gpu"]
     case_id = reference["cases"][0]["id"]
     # Posted out of date order; two on the same date, told apart by ingestion time.
-    late = _ingest(session, _variant(reference, "2026-10-03", 1.3))
-    first = _ingest(session, _variant(reference, "2026-10-01", 1.1))
-    same_day_a = _ingest(session, _variant(reference, "2026-10-02", 1.2))
-    same_day_b = _ingest(session, _variant(reference, "2026-10-02", 1.25))
+    late = ingest(session, _variant(reference, "2026-10-03", 1.3))
+    first = ingest(session, _variant(reference, "2026-10-01", 1.1))
+    same_day_a = ingest(session, _variant(reference, "2026-10-02", 1.2))
+    same_day_b = ingest(session, _variant(reference, "2026-10-02", 1.25))
     # Another GPU and another shape are other series.
-    _ingest(session, _variant(reference, "2026-10-02", 9.0, gpu="NVIDIA H200"))
+    ingest(session, _variant(reference, "2026-10-02", 9.0, gpu="NVIDIA H200"))
     other_shape = {**reference["meta"]["shape"], "T": 4096}
-    _ingest(session, _variant(reference, "2026-09-30", 7.0, shape=other_shape))
+    ingest(session, _variant(reference, "2026-09-30", 7.0, shape=other_shape))
 
     history = case_history(session, case_id, gpu)
     assert history.fields == {"gpu": gpu, "T": 2048, "D": 7168, "E": 384, "K": 6}

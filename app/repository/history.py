@@ -22,15 +22,16 @@ class SeriesPosition:
     """Where a report sits: its series and its place in history order."""
 
     report_id: int
+    gpu: str
     series: str
     date: str
     created_at: datetime
 
 
 def report_position(session: Session, report_id: int) -> SeriesPosition:
-    row = report_columns(session, report_id, ReportRow.series, ReportRow.date,
+    row = report_columns(session, report_id, ReportRow.gpu, ReportRow.series, ReportRow.date,
                          ReportRow.created_at)
-    return SeriesPosition(report_id, row[0], row[1], row[2])
+    return SeriesPosition(report_id, *row)
 
 
 def report_points(session: Session, report_id: int) -> dict[str, Point]:

@@ -20,17 +20,33 @@ class CaseVerdict:
     verdict: Verdict
 
 
+@dataclass(frozen=True)
+class ReportVerdicts:
+    report_id: int
+    gpu: str
+    series: str
+    settings: Settings
+    # Every case of the report, in report order (unflagged and insufficient ones too).
+    items: list[CaseVerdict]
+
+    @property
+    def flagged(self) -> list[CaseVerdict]:
+        return [item for item in self.items if item.verdict.flagged]
+
+
 def report_regressions(
     session: Session, report_id: int, settings: Settings | None = None
-) -> list[CaseVerdict]:
-    """The verdict on every case of the report against its series' earlier points, in
-    report order (unflagged and insufficient-history cases included)."""
+) -> ReportVerdicts:
+    """The verdict on every case of the report against its series' earlier points."""
     settings = settings or Settings()
     position = history_repo.report_position(session, report_id)
     newest = history_repo.report_points(session, report_id)
     earlier = history_repo.earlier_points(session, position, settings.window)
-    return [CaseVerdict(case_id, judge(earlier.get(case_id, []), point, settings))
-            for case_id, point in newest.items()]
+    return ReportVerdicts(
+        report_id, position.gpu, position.series, settings,
+        [CaseVerdict(case_id, judge(earlier.get(case_id, []), point, settings))
+         for case_id, point in newest.items()],
+    )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,108 @@
+"""What the history and regressions endpoints (and ``moescope regressions --json``) return."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from urllib.parse import urlencode
+
+from pydantic import BaseModel, ConfigDict
+
+from app.services.history import CaseHistory, CaseVerdict, JudgedPoint, ReportVerdicts
+from ingest.regressions import Status
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Regression(Out):
+    caseId: str
+    kind: Literal["regression", "improvement"]
+    metric: str
+    changePercent: float
+    baseline: float
+    baselinePoints: int
+    noisePercent: float
+    historyUrl: str
+
+
+class ReportRegressions(Out):
+    reportId: int
+    thresholdPercent: float
+    window: int
+    items: list[Regression]
+    # How many of the report's cases got each verdict, flagged or not.
+    counts: dict[Status, int]
+
+
+def history_url(gpu: str, case_id: str, series: str) -> str:
+    """The dashboard's history page of one case's series."""
+    return "/history?" + urlencode({"caseId": case_id, "gpu": gpu, "series": series})
+
+
+def regression_out(item: CaseVerdict, gpu: str, series: str) -> Regression:
+    v = item.verdict
+    assert v.status in ("regression", "improvement")
+    assert v.change_percent is not None and v.baseline is not None
+    assert v.noise_percent is not None
+    return Regression(
+        caseId=item.case_id, kind=v.status, metric=v.metric, changePercent=v.change_percent,
+        baseline=v.baseline, baselinePoints=v.baseline_points, noisePercent=v.noise_percent,
+        historyUrl=history_url(gpu, item.case_id, series),
+    )
+
+
+def report_regressions_out(result: ReportVerdicts) -> ReportRegressions:
+    counts: dict[Status, int] = dict.fromkeys(
+        ("regression", "improvement", "unchanged", "insufficient_history"), 0)
+    for item in result.items:
+        counts[item.verdict.status] += 1
+    return ReportRegressions(
+        reportId=result.report_id, thresholdPercent=result.settings.threshold_percent,
+        window=result.settings.window,
+        items=[regression_out(i, result.gpu, result.series) for i in result.flagged],
+        counts=counts,
+    )
+
+
+class HistoryPointOut(Out):
+    reportId: int
+    date: str
+    ingestedAt: datetime
+    layerMS: float
+    windowMinMS: float | None
+    windowMaxMS: float | None
+    windowSpreadPercent: float | None
+    usefulTFPerGPU: float
+    percentOfPeak: float | None
+    # The point judged against the points before it, as when it was new.
+    status: Status
+    changePercent: float | None
+    baseline: float | None
+
+
+class HistoryOut(Out):
+    caseId: str
+    series: str
+    seriesFields: dict[str, Any]
+    otherSeries: list[str]
+    points: list[HistoryPointOut]
+
+
+def _point_out(judged: JudgedPoint) -> HistoryPointOut:
+    p, v = judged.point, judged.verdict
+    return HistoryPointOut(
+        reportId=p.report_id, date=p.date, ingestedAt=p.created_at, layerMS=p.layer_ms,
+        windowMinMS=p.window_min_ms, windowMaxMS=p.window_max_ms,
+        windowSpreadPercent=p.window_spread_percent, usefulTFPerGPU=p.useful_tf_per_gpu,
+        percentOfPeak=p.percent_of_peak, status=v.status, changePercent=v.change_percent,
+        baseline=v.baseline,
+    )
+
+
+def history_out(history: CaseHistory) -> HistoryOut:
+    return HistoryOut(
+        caseId=history.case_id, series=history.series, seriesFields=history.fields,
+        otherSeries=history.other_series, points=[_point_out(p) for p in history.points],
+    )

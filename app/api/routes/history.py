@@ -1,0 +1,49 @@
+"""History of a case's series, and the regressions a report shows against it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from pydantic import StringConstraints
+
+from app.api.deps import ReadAccess
+from app.api.history_schemas import (
+    HistoryOut,
+    ReportRegressions,
+    history_out,
+    report_regressions_out,
+)
+from app.api.params import ReportId, Text
+from app.core.db import SessionDep
+from app.services.history import case_history, report_regressions
+from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_POINTS, Settings
+
+router = APIRouter(tags=["history"])
+
+ThresholdPercent = Annotated[float, Query(gt=0, le=1000, description="minimum change, percent")]
+Window = Annotated[int, Query(ge=MIN_POINTS, le=1000, description="earlier points in the baseline")]
+
+
+@router.get("/reports/{report_id}/regressions", responses={404: {"description": "No such report"}})
+def regressions(
+    report_id: ReportId, _read: ReadAccess, session: SessionDep,
+    threshold: ThresholdPercent = DEFAULT_THRESHOLD_PERCENT, window: Window = DEFAULT_WINDOW,
+) -> ReportRegressions:
+    """Cases of the report whose layer time moved past the threshold and past the noise of
+    their series (``counts`` says how many were unchanged or had too little history)."""
+    settings = Settings(threshold_percent=threshold, window=window)
+    return report_regressions_out(report_regressions(session, report_id, settings))
+
+
+@router.get("/history", responses={404: {"description": "No such case on that GPU"}})
+def history(
+    _read: ReadAccess, session: SessionDep,
+    caseId: Annotated[Text, StringConstraints(max_length=300), Query()],  # noqa: N803
+    gpu: Annotated[Text, StringConstraints(max_length=200), Query()],
+    series: Annotated[Text | None, StringConstraints(max_length=16), Query(
+        description="one of the GPU's shapes (default: the most recently measured)")] = None,
+) -> HistoryOut:
+    """A case's points on one GPU and shape, oldest first, each judged against the points
+    before it."""
+    return history_out(case_history(session, caseId, gpu, series))
