@@ -47,6 +47,16 @@ def _unmigrated(url: str) -> str | None:
     return None
 
 
+def _migrated_database_url(args: argparse.Namespace) -> str | None:
+    """The database URL, or None (the reason printed) when it cannot be used as it is."""
+    url = _database_url(args)
+    problem = _unmigrated(url)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return None
+    return url
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -108,10 +118,8 @@ def cmd_token(args: argparse.Namespace) -> int:
     from app.core.errors import NotFound
     from app.repository import tokens
 
-    url = _database_url(args)
-    problem = _unmigrated(url)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
+    url = _migrated_database_url(args)
+    if url is None:
         return 2
     with Session(engine_for(url)) as session:
         if args.token_command == "create":
@@ -164,10 +172,8 @@ def cmd_regressions(args: argparse.Namespace) -> int:
     from app.regressions_command import regressions_command
     from ingest.regressions import Settings
 
-    url = _database_url(args)
-    problem = _unmigrated(url)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
+    url = _migrated_database_url(args)
+    if url is None:
         return 2
     settings = Settings(threshold_percent=args.threshold, window=args.window)
     return regressions_command(args.report_id, url, settings, args.json)
