@@ -293,6 +293,8 @@ def test_report_page_and_filter_callback(
     for chart in figures.CHARTS:
         assert find(page, f"report-graph-{chart.key}").figure["layout"]["showlegend"] is False
     assert find(page, "report-json-link").href == f"/api/v1/reports/{reference_id}/report.json"
+    export = f"/api/v1/reports/{reference_id}/export.html"
+    assert find(page, "report-export-link").href == export + "?precision=nvfp4"
 
     values = [[], [], ["bf16"], [], [], [], []]
     out = report.refilter(*values, reference_id)
@@ -303,6 +305,7 @@ def test_report_page_and_filter_callback(
     assert sum(len(t["x"]) for t in throughput["data"]) == 18
     assert named["report-count.children"] == "18 of 63 cases in view"
     assert named["report-search.data"] == "?precision=bf16"
+    assert named["report-export-link.href"] == export + "?precision=bf16"
     assert len(named["report-rows.data"]) == 18
     assert named["report-cap-banner.hidden"] is True  # every case charted: no banner
     legend = texts(named["report-legend.children"])
@@ -385,6 +388,8 @@ def test_compare_matches_cases_and_flags_changes(
     # Cases, not fields: the faster case improves in throughput and in % of peak.
     assert "62 matched case(s); 1 with a regression and 1 with an improvement over 5 %." \
         in texts(view)
+    assert find(view, "compare-export-link").href == (
+        f"/api/v1/compare/export.html?base={base}&head={head}")
 
     # The pickers tell the runs apart; a report that does not exist is named, not dropped.
     labels = [o["label"] for o in report_list.report_options(session)]

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from app import figures
 from app.cli import main
-from app.dashboard import report_view
+from app.dashboard import links, report_view
 from app.dashboard.case_table import TABLE_COLUMNS
 from app.export.document import csp_hash, export_spec
 from app.export.service import export_report
@@ -185,6 +185,13 @@ def test_route_serves_a_download_with_the_case_filters_and_the_source_hash(
     assert hashlib.sha256(source).hexdigest() in footer
     assert f"#{report_id}" in footer
 
+    # The dashboard's link spells several values of a filter as the API takes them.
+    href = links.report_export_href(report_id, CaseFilter(ep=[8, 16], imbalance=[1.0]))
+    linked = parse(client.get(href).text)
+    rows = table_rows(linked.by_id("export-cases").find_all("table")[0])[1:]
+    assert [r[0] for r in rows] == [c["id"] for c in reference["cases"]
+                                    if c["ep"] in (8, 16) and c["imbalance"] == 1]
+
     bad = client.get(f"/api/v1/reports/{report_id}/export.html", params={"ep": "eight"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "ep", 0]
     missing = client.get("/api/v1/reports/999999/export.html")
@@ -256,3 +263,61 @@ def test_cli_url_fetches_the_servers_export(
         assert (named / f"moescope-report-{report_id}.html").is_file()
         assert main(["export", "999", "--url", server.url]) == 1
         assert "HTTP 404: report 999 does not exist" in capsys.readouterr().err
+
+        compared = tmp_path / "compared.html"
+        assert main(["export", "--compare", str(report_id), str(report_id), "--url",
+                     server.url, "-o", str(compared)]) == 0
+        served = httpx.get(f"{server.url}/api/v1/compare/export.html",
+                           params={"base": report_id, "head": report_id}, timeout=60).text
+        assert masked(compared.read_text("utf-8")) == masked(served)
+
+
+def test_compare_export_route_and_cli(
+    client: TestClient, reference: dict[str, Any], auth: Any, database_url: str,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    head = copy.deepcopy(reference)
+    head["meta"]["runId"] = "head <b>run</b>"
+    slower = head["cases"][5]
+    slower["layerMS"] *= 1.25
+    slower["usefulTFPerGPU"] /= 1.25
+    dropped = head["cases"].pop(9)
+    head["cases"].append({**copy.deepcopy(head["cases"][0]), "id": "new <i>case</i>"})
+    ids = [client.post("/api/v1/reports", json=r, headers=auth("ingest")).json()["id"]
+           for r in (reference, head)]
+    response = client.get("/api/v1/compare/export.html",
+                          params={"base": ids[0], "head": ids[1]})
+    assert response.status_code == 200
+    assert response.headers["content-disposition"] == (
+        f'attachment; filename="moescope-compare-{ids[0]}-{ids[1]}.html"')
+    root = parse(response.text)
+    matched = len(reference["cases"]) - 1
+    assert root.by_id("export-compare-summary").text == (
+        f"{matched} matched case(s); 1 with a regression and 0 with an improvement over 5 %.")
+    rows = table_rows(root.by_id("export-compare-table"))
+    assert rows[0] == ["case", "layer time ms", "useful TFLOP/s", "% of peak",
+                       "allocated peak GiB"]
+    first = rows[1]  # regressions first
+    assert first[0] == slower["id"]
+    assert first[1].endswith("(+25.0 %)") and first[2].endswith("(-20.0 %)")
+    assert [li.text for li in root.by_id("export-only-base").find_all("li")] == [dropped["id"]]
+    assert [li.text for li in root.by_id("export-only-head").find_all("li")] == [
+        "new <i>case</i>"]
+    assert "head <b>run</b>" in root.by_id("export-reports").text
+    footer = root.by_id("export-footer").text
+    for report_id in ids:
+        source = client.get(f"/api/v1/reports/{report_id}/report.json").content
+        assert hashlib.sha256(source).hexdigest() in footer
+
+    assert client.get("/api/v1/compare/export.html", params={"base": ids[0]}).status_code == 422
+    assert client.get("/api/v1/compare/export.html",
+                      params={"base": ids[0], "head": 99999}).status_code == 404
+
+    out = tmp_path / "compare.html"
+    assert main(["export", "--compare", str(ids[0]), str(ids[1]), "-o", str(out),
+                 "--database-url", database_url]) == 0
+    assert masked(out.read_text("utf-8")) == masked(response.text)
+    assert main(["export", "1", "--compare", "1", "2", "--database-url", database_url]) == 2
+    assert main(["export", "--compare", "1", "2", "--ep", "8",
+                 "--database-url", database_url]) == 2
+    assert "not to --compare" in capsys.readouterr().err

@@ -21,6 +21,7 @@ def no_nul(text: str) -> str:
 # Bounds of the columns they are compared with: past them the database raises (a 500),
 # and Postgres rejects NUL in any text parameter.
 ReportId = Annotated[int, Path(ge=1, le=INT32_MAX)]
+ReportIdQuery = Annotated[int, Query(ge=1, le=INT32_MAX)]
 Text = Annotated[str, AfterValidator(no_nul)]
 EpValue = Annotated[int, Field(ge=1, le=INT32_MAX)]
 FValue = Annotated[int, Field(ge=1, le=INT64_MAX)]

@@ -69,3 +69,38 @@ def compare(base: Sequence[Case], head: Sequence[Case]) -> Comparison:
 
 def report_cases(session: Session, report_id: int) -> list[Case]:
     return view_cases(session, report_id, CaseFilter())
+
+
+def verdicts(row: dict[str, Any]) -> set[str]:
+    return {c.verdict for c in row["changes"].values()}
+
+
+def ranked(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Regressions first, then improvements, then the rest (report order within each)."""
+    def rank(row: dict[str, Any]) -> int:
+        found = verdicts(row)
+        return 0 if "regression" in found else 1 if "improvement" in found else 2
+
+    return sorted(rows, key=rank)
+
+
+def summary_text(result: Comparison) -> str:
+    # Cases, not changed fields: one slower case is also lower in throughput and % of peak,
+    # and "3 regressions" for it read as three regressed cases.
+    found = [verdicts(r) for r in result.rows]
+    regressions = sum(1 for v in found if "regression" in v)
+    improvements = sum(1 for v in found if "improvement" in v)
+    return (f"{len(result.rows)} matched case(s); {regressions} with a regression and "
+            f"{improvements} with an improvement over {CHANGE_THRESHOLD_PERCENT:g} %.")
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def change_text(change: Change) -> str:
+    """A change as its cell shows it: 'base → head (+x.x %)', or n/a."""
+    if change.base is None or change.head is None:
+        return "n/a"
+    values = f"{_number(change.base)} → {_number(change.head)}"
+    return values if change.percent is None else f"{values} ({change.percent:+.1f} %)"

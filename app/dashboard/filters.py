@@ -36,14 +36,20 @@ def filters_from_search(search: str) -> CaseFilter:
     return filters_from_query(parse_qs(search.lstrip("?")))
 
 
+def api_query(filters: CaseFilter) -> str:
+    """The filters as the API takes them: each value its own parameter, no comma lists."""
+    pairs = [(name, query_value(v)) for name, _ in FILTER_FIELDS for v in getattr(filters, name)]
+    return "?" + urlencode(pairs) if pairs else ""
+
+
 def search_from_filters(filters: CaseFilter) -> str:
     """The URL query of a filtered view ('' when nothing is filtered)."""
-    pairs = [(name, ",".join(_plain(v) for v in getattr(filters, name)))
+    pairs = [(name, ",".join(query_value(v) for v in getattr(filters, name)))
              for name, _ in FILTER_FIELDS if getattr(filters, name)]
     return "?" + urlencode(pairs, safe=",") if pairs else ""
 
 
-def _plain(value: Any) -> str:
+def query_value(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+from app.dashboard.filters import api_query
+from app.repository.cases import CaseFilter
+
 
 def report_href(report_id: int) -> str:
     return f"/reports/{int(report_id)}"
@@ -15,3 +18,12 @@ def case_href(report_id: int, case_id: str) -> str:
 
 def report_json_href(report_id: int) -> str:
     return f"/api/v1/reports/{int(report_id)}/report.json"
+
+
+def report_export_href(report_id: int, filters: CaseFilter) -> str:
+    """The HTML export of the view: the API repeats a filter where the page's URL lists."""
+    return f"/api/v1/reports/{int(report_id)}/export.html{api_query(filters)}"
+
+
+def compare_export_href(base: int, head: int) -> str:
+    return f"/api/v1/compare/export.html?base={int(base)}&head={int(head)}"

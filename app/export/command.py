@@ -15,7 +15,10 @@ FILTERS: tuple[tuple[str, Any], ...] = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("report", metavar="REPORT_ID|latest", help="the report to export")
+    parser.add_argument("report", nargs="?", metavar="REPORT_ID|latest",
+                        help="the report to export (not with --compare)")
+    parser.add_argument("--compare", nargs=2, type=int, metavar=("BASE", "HEAD"),
+                        help="export the comparison of two reports instead")
     for name, kind in FILTERS:
         parser.add_argument(f"--{name}", type=kind, action="append", default=[],
                             choices=("inference", "training") if name == "mode" else None,
@@ -28,8 +31,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if (args.report is None) == (args.compare is None):
+        print("error: give a report id (or 'latest'), or --compare BASE HEAD", file=sys.stderr)
+        return 2
+    if args.compare and any(getattr(args, name) for name, _ in FILTERS):
+        print("error: the case filters apply to one report's export, not to --compare",
+              file=sys.stderr)
+        return 2
     report_id: int | None = None
-    if args.report != "latest":
+    if args.report is not None and args.report != "latest":
         try:
             report_id = int(args.report)
         except ValueError:
@@ -71,10 +81,13 @@ def _build(args: argparse.Namespace, report_id: int | None) -> tuple[str, bytes]
         raise ExportFailed(problem)
     with Session(engine_for(url)) as session:
         try:
-            rid = (report_id if report_id is not None
-                   else reports_repo.latest_report_id(session))
-            filters = CaseFilter(**{name: getattr(args, name) for name, _ in FILTERS})
-            export = service.export_report(session, rid, filters)
+            if args.compare:
+                export = service.export_compare(session, *args.compare)
+            else:
+                rid = (report_id if report_id is not None
+                       else reports_repo.latest_report_id(session))
+                filters = CaseFilter(**{name: getattr(args, name) for name, _ in FILTERS})
+                export = service.export_report(session, rid, filters)
         except NotFound as exc:
             raise ExportFailed(exc.detail) from exc
     return export.filename, export.html.encode("utf-8")
@@ -87,8 +100,12 @@ def _fetch(args: argparse.Namespace, report_id: int | None) -> tuple[str, bytes]
     token = args.token or os.environ.get("MOESCOPE_TOKEN")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     with httpx.Client(base_url=base, headers=headers, timeout=300) as client:
-        rid = report_id if report_id is not None else _latest(client)
-        path, params = f"/api/v1/reports/{rid}/export.html", _filter_params(args)
+        if args.compare:
+            path, params = "/api/v1/compare/export.html", [
+                ("base", str(args.compare[0])), ("head", str(args.compare[1]))]
+        else:
+            rid = report_id if report_id is not None else _latest(client)
+            path, params = f"/api/v1/reports/{rid}/export.html", _filter_params(args)
         response = _get(client, path, params)
     disposition = response.headers.get("content-disposition", "")
     filename = disposition.partition('filename="')[2].rstrip('"') or "moescope-export.html"

@@ -7,7 +7,8 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from app.dashboard.report_view import report_view
+from app.dashboard.report_view import report_data, report_view
+from app.export.compare import compare_html
 from app.export.footer import make_footer
 from app.export.report import report_html
 from app.report_json import report_json_bytes
@@ -25,3 +26,12 @@ def export_report(session: Session, report_id: int, filters: CaseFilter,
     view = report_view(session, report_id, filters)
     footer = make_footer([(report_id, report_json_bytes(session, report_id))], now)
     return Export(f"moescope-report-{report_id}.html", report_html(view, footer))
+
+
+def export_compare(session: Session, base_id: int, head_id: int,
+                   now: datetime | None = None) -> Export:
+    base, head = report_data(session, base_id), report_data(session, head_id)
+    footer = make_footer([(base_id, report_json_bytes(session, base_id)),
+                          (head_id, report_json_bytes(session, head_id))], now)
+    return Export(f"moescope-compare-{base_id}-{head_id}.html",
+                  compare_html(base, head, footer))

@@ -7,9 +7,9 @@ from typing import Any
 from fastapi import APIRouter, Response
 
 from app.api.deps import ReadAccess
-from app.api.params import CaseFilterDep, ReportId
+from app.api.params import CaseFilterDep, ReportId, ReportIdQuery
 from app.core.db import SessionDep
-from app.export.service import Export, export_report
+from app.export.service import Export, export_compare, export_report
 
 router = APIRouter(tags=["export"])
 
@@ -31,3 +31,10 @@ def report_export(report_id: ReportId, _read: ReadAccess, session: SessionDep,
                   filters: CaseFilterDep) -> Response:
     """The report page's view as one offline HTML file (the case filters of /cases)."""
     return _download(export_report(session, report_id, filters))
+
+
+@router.get("/compare/export.html", response_class=Response, responses=_HTML)
+def compare_export(base: ReportIdQuery, head: ReportIdQuery, _read: ReadAccess,
+                   session: SessionDep) -> Response:
+    """The compare page (``base`` against ``head``) as one offline HTML file."""
+    return _download(export_compare(session, base, head))

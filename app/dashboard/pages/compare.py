@@ -16,28 +16,11 @@ dash.register_page(__name__, path="/compare", title="moescope: compare", name="C
                    order=3)  # type: ignore[no-untyped-call]
 
 
-def number(value: float) -> str:
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-
-
 def change_cell(change: comparison.Change) -> html.Td:
-    if change.base is None or change.head is None:
-        return html.Td("n/a")
-    values = f"{number(change.base)} → {number(change.head)}"
+    text = comparison.change_text(change)
     if change.percent is None:
-        return html.Td(values)
-    return html.Td(f"{values} ({change.percent:+.1f} %)",
-                   className=change.verdict or "unchanged")
-
-
-def _verdicts(row: dict[str, Any]) -> set[str]:
-    return {c.verdict for c in row["changes"].values()}
-
-
-def _rank(row: dict[str, Any]) -> int:
-    """Regressions first, then improvements, then the rest (report order within each)."""
-    verdicts = _verdicts(row)
-    return 0 if "regression" in verdicts else 1 if "improvement" in verdicts else 2
+        return html.Td(text)
+    return html.Td(text, className=change.verdict or "unchanged")
 
 
 def comparison_view(base: int | None, head: int | None) -> html.Div:
@@ -49,22 +32,16 @@ def comparison_view(base: int | None, head: int | None) -> html.Div:
                                   comparison.report_cases(session, head))
         except NotFound as exc:
             return html.Div(exc.detail, className="muted")
-    # Cases, not changed fields: one slower case is also lower in throughput and % of peak,
-    # and "3 regressions" for it read as three regressed cases.
-    verdicts = [_verdicts(r) for r in result.rows]
-    regressions = sum(1 for v in verdicts if "regression" in v)
-    improvements = sum(1 for v in verdicts if "improvement" in v)
     header = ["case", *[label for _, label, _ in comparison.COMPARED]]
     body = html.Tbody([
         html.Tr([html.Td(dcc.Link(row["id"], href=links.case_href(head, row["id"]))),
                  *[change_cell(row["changes"][name]) for name, _, _ in comparison.COMPARED]])
-        for row in sorted(result.rows, key=_rank)
+        for row in comparison.ranked(result.rows)
     ])
     return html.Div([
-        html.P(f"{len(result.rows)} matched case(s); {regressions} with a regression and "
-               f"{improvements} with an improvement over "
-               f"{comparison.CHANGE_THRESHOLD_PERCENT:g} %.",
-               id="compare-summary"),
+        html.P(comparison.summary_text(result), id="compare-summary"),
+        html.Div(html.A("Export HTML", href=links.compare_export_href(base, head),
+                        id="compare-export-link"), className="links"),
         html.Table([html.Thead(html.Tr([html.Th(h) for h in header])), body],
                    className="grid-table", id="compare-table"),
         html.H3(f"Only in base #{base} ({len(result.only_base)})"),

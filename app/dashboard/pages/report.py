@@ -28,7 +28,7 @@ from ingest.derived import report_notes
 dash.register_page(__name__, path_template="/reports/<report_id>",
                    title="moescope: report", name="Report", order=2)  # type: ignore[no-untyped-call]
 
-def header(h: report_view.ReportHeader) -> html.Div:
+def header(h: report_view.ReportHeader, export_href: str) -> html.Div:
     shape = ", ".join(f"{k}={v}" for k, v in h.shape.items()
                       if k in ("T", "D", "E", "K", "defaultF"))
     return html.Div([
@@ -43,7 +43,9 @@ def header(h: report_view.ReportHeader) -> html.Div:
                       table(["peak", "value"], h.peaks, id="report-peaks")], open=True),
         html.Div([html.A("report.json", href=links.report_json_href(h.id),
                          id="report-json-link"),
-                  html.A("cases as JSON (API)", href=f"/api/v1/reports/{h.id}/cases")],
+                  html.A("cases as JSON (API)", href=f"/api/v1/reports/{h.id}/cases"),
+                  # The filters in view go along; the file is a download, not a page.
+                  html.A("Export HTML", href=export_href, id="report-export-link")],
                  className="links"),
     ], className="report-header")
 
@@ -121,7 +123,7 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         dcc.Store(id="report-id", data=rid),
         dcc.Store(id="report-search", data=view.search),
         dcc.Store(id="report-search-applied"),
-        header(view.header),
+        header(view.header, links.report_export_href(rid, view.filters)),
         filter_controls(view.facets, view.filters),
         html.Div(view.count_text, id="report-count", className="count"),
         html.Div(view.banner, id="report-cap-banner", className="cap-banner",
@@ -146,6 +148,7 @@ OUTPUTS = [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS] + 
     Output("report-rows", "data"), Output("report-count", "children"),
     Output("report-cap-banner", "children"), Output("report-cap-banner", "hidden"),
     Output("report-search", "data"), Output("report-legend", "children"),
+    Output("report-export-link", "href"),
 ]
 
 
@@ -158,7 +161,7 @@ def refilter(*args: Any) -> list[Any]:
         view = report_view.report_view(session, report_id, filters.filters_from_controls(values))
     return [*[p.figure for p in view.panels], *[chart_aside(p) for p in view.panels],
             view.rows, view.count_text, view.banner, not view.banner, view.search,
-            style_legend(view.charted)]
+            style_legend(view.charted), links.report_export_href(report_id, view.filters)]
 
 
 # The view's filters go into the address bar without a page reload, so a view can be
