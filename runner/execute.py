@@ -26,7 +26,7 @@ from runner.platform import Platform, nvlink_counters
 from runner.report import RankOutcome
 from runner.routing import Plan
 from runner.spec import CaseSpec, Shape
-from runner.timing import Windows, time_windows
+from runner.timing import L2Flush, Windows, time_windows
 
 # Relative error bound of the layer against its float64 reference (Frobenius norm over
 # all ranks; training: the worst of the output and every gradient). bf16 rounds inputs,
@@ -101,6 +101,8 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
     OOM.rank, OOM.case_id = rank, spec.id
     NATIVE.reset()
     phases = Phases(group, device)
+    # Allocated before the peaks are reset, and taken out of them: the harness's buffer.
+    flush = L2Flush(device) if device.type == "cuda" and timing.flushes(training) else None
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     retries_before = _alloc_retries(device)
@@ -117,8 +119,7 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
     built = phases.run("build", build)
 
     def timed(run: Callable[[], None], setup: Callable[[], None] | None = None) -> Windows:
-        return time_windows(run, windows=timing.windows, iterations=timing.iterations,
-                            warmup=timing.warmup, device=device, group=group, setup=setup)
+        return time_windows(run, timing, device=device, group=group, setup=setup, flush=flush)
 
     steps: Steps | None = None
     measured: tuple[Steps, Windows] | None = None
@@ -171,8 +172,9 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
         del step_loop
     allocated = reserved = None
     if device.type == "cuda":
-        allocated = torch.cuda.max_memory_allocated(device) / 2**30
-        reserved = torch.cuda.max_memory_reserved(device) / 2**30
+        harness = flush.nbytes if flush else 0
+        allocated = (torch.cuda.max_memory_allocated(device) - harness) / 2**30
+        reserved = (torch.cuda.max_memory_reserved(device) - harness) / 2**30
     accepted = steps.accepted if steps else None
     notes = [*(built.ctx.notes if built else []), *([steps.note] if steps and steps.note else [])]
     del built, steps, measured  # the graphs and their memory pools

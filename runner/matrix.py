@@ -23,7 +23,9 @@ mode = "training"
 [timing]
 windows = 5
 iterations = 30
-warmup = 10
+warmup = 10        # iterations, and at least warmup_ms of them
+warmup_ms = 200
+flush_l2 = true    # zero a 256 MiB buffer before each timed iteration (default: inference)
 
 capacity_factor = 8
 seed = 0
@@ -52,6 +54,8 @@ CASE_KEYS = ("mode", "ep", "precision", "pipeline", "F", "imbalance", "category"
 TOP_KEYS = {"shape", "matrix", "case", "timing", "capacity_factor", "seed", "peaks"}
 PEAK_KEYS = {"tf", "hbm_gbps", "nvlink_gbps_per_direction"}
 DEFAULT_WARMUP = 5
+DEFAULT_WARMUP_MS = 200.0
+TIMING_KEYS = ("windows", "iterations", "warmup", "warmup_ms", "flush_l2")
 
 
 class MatrixError(ValueError):
@@ -67,6 +71,13 @@ class Timing:
     windows: int = 5
     iterations: int = 30
     warmup: int = DEFAULT_WARMUP
+    warmup_ms: float = DEFAULT_WARMUP_MS
+    flush_l2: bool | None = None  # None: per mode, see flushes
+
+    def flushes(self, training: bool) -> bool:
+        """Inference flushes L2 between timed iterations unless told otherwise; training
+        does not (a step's own weights, activations and gradients exceed L2 anyway)."""
+        return self.flush_l2 if self.flush_l2 is not None else not training
 
 
 @dataclass(frozen=True)
@@ -163,15 +174,29 @@ def _shape(table: dict[str, Any]) -> Shape:
 
 
 def _timing(table: dict[str, Any]) -> Timing:
-    unknown = sorted(set(table) - {"windows", "iterations", "warmup"})
+    unknown = sorted(set(table) - set(TIMING_KEYS))
     if unknown:
-        raise MatrixError(f"timing.{unknown[0]}", "unknown key (expected windows, "
-                          "iterations, warmup)")
+        raise MatrixError(f"timing.{unknown[0]}",
+                          f"unknown key (expected {', '.join(TIMING_KEYS)})")
+    flush = table.get("flush_l2")
+    if flush is not None and not isinstance(flush, bool):
+        raise MatrixError("timing.flush_l2", f"must be true or false, got {flush!r}")
     return Timing(
         windows=_int(table, "windows", "timing.windows", 5),
         iterations=_int(table, "iterations", "timing.iterations", 30),
         warmup=_int(table, "warmup", "timing.warmup", DEFAULT_WARMUP, minimum=0),
+        warmup_ms=(_non_negative_float(table["warmup_ms"], "timing.warmup_ms")
+                   if "warmup_ms" in table else DEFAULT_WARMUP_MS),
+        flush_l2=flush,
     )
+
+
+def _non_negative_float(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise MatrixError(where, f"must be a number, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise MatrixError(where, f"must be a finite number >= 0, got {value!r}")
+    return float(value)
 
 
 def _positive_float(value: Any, where: str) -> float:

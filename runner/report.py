@@ -10,7 +10,7 @@ from typing import Any
 
 from ingest.schema import wire_dict
 from ingest.validate import validate_case, validate_report
-from runner.matrix import Matrix
+from runner.matrix import Matrix, Timing
 from runner.model import BLOCK_ELEMENTS, logical_payload_rank0, model_case, runner_scratch_bytes
 from runner.spec import CaseSpec, Shape
 
@@ -126,23 +126,32 @@ def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[RankOutcome],
     return wire_dict(validate_case(case))
 
 
-def _notes(facts: PlatformFacts, pipeline_notes: list[str], skipped: list[str],
-           graph_notes: list[str]) -> dict[str, str]:
-    if facts.cuda:
-        timing = ("CUDA events around I iterations per window of CUDA-graph replays "
-                  "where capture succeeded on every rank (inference: the forward pass; "
-                  "training: the whole step, and forward and backward as two graphs), "
-                  "else eager (the case's graphNote says why); warm-up, then the maximum "
-                  "over ranks per window, median of the windows; forward, backward and combined "
-                  "reduced separately (inference: the combined step is the forward pass, "
-                  "one set of windows serves both).")
-    else:
-        timing = ("CPU run: wall clock (time.perf_counter) around I iterations per window, "
-                  "no CUDA graphs or events; warm-up, then the maximum over ranks per window "
-                  "(all-reduce MAX over gloo), median of the windows; forward, backward and "
-                  "combined reduced separately (inference: the combined step is the "
-                  "forward pass, one set of windows serves both). CPU times say nothing "
-                  "about GPU speed.")
+def timing_note(timing: Timing, cuda: bool) -> str:
+    """How the times were taken: warm-up, L2 flush, windows, reduction over ranks."""
+    warmup = (f"warm-up of at least {timing.warmup} iteration(s) and {timing.warmup_ms:g} ms "
+              f"(the count agreed over ranks: the slowest rank's)")
+    flush = {True: "always", False: "never", None: "for inference (not for training)"}[
+        timing.flush_l2]
+    if cuda:
+        return (f"CUDA events around I iterations per window of CUDA-graph replays where "
+                f"capture succeeded on every rank (inference: the forward pass; training: "
+                f"the whole step, and forward and backward as two graphs), else eager (the "
+                f"case's graphNote says why); {warmup}; L2 flushed {flush}: a 256 MiB "
+                f"buffer zeroed before each timed iteration, outside the timed region (a "
+                f"pair of events per iteration; the buffer is left out of the memory peaks); "
+                f"then the maximum over ranks per window, median of the windows; forward, "
+                f"backward and combined reduced separately (inference: the combined step "
+                f"is the forward pass, one set of windows serves both).")
+    return (f"CPU run: wall clock (time.perf_counter) around each iteration, no CUDA graphs "
+            f"or events; {warmup}; no L2 flush on the CPU; then the maximum over ranks per "
+            f"window (all-reduce MAX over gloo), median of the windows; forward, backward "
+            f"and combined reduced separately (inference: the combined step is the forward "
+            f"pass, one set of windows serves both). CPU times say nothing about GPU speed.")
+
+
+def _notes(facts: PlatformFacts, matrix_timing: Timing, pipeline_notes: list[str],
+           skipped: list[str], graph_notes: list[str]) -> dict[str, str]:
+    timing = timing_note(matrix_timing, facts.cuda)
     peak = {
         "datasheet": "Peak values are theoretical NVIDIA datasheet specifications, not "
                      "benchmarked ceilings.",
@@ -208,12 +217,13 @@ def build_meta(matrix: Matrix, facts: PlatformFacts, run_id: str, pipeline_notes
         "theoreticalNVLinkGBpsPerDirection": facts.nvlink_gbps_per_direction,
         "theoreticalNVLinkGBpsBidirectional": (2 * facts.nvlink_gbps_per_direction
                                                if facts.nvlink_gbps_per_direction else None),
-        **_notes(facts, pipeline_notes, skipped, graph_notes),
+        **_notes(facts, matrix.timing, pipeline_notes, skipped, graph_notes),
         "source": f"moescope runner (torch {facts.host.get('torch')})",
         "runId": run_id,
         "host": facts.host,
         "timing": {"windows": matrix.timing.windows, "iterations": matrix.timing.iterations,
-                   "warmup": matrix.timing.warmup},
+                   "warmup": matrix.timing.warmup, "warmupMS": matrix.timing.warmup_ms,
+                   "flushL2": matrix.timing.flush_l2},
         "seed": matrix.seed,
         "capacityFactor": matrix.capacity_factor,
     }

@@ -1,20 +1,30 @@
-"""Timing windows per DESIGN.md: warm-up, then W windows of I iterations; per window the
-time per iteration, the maximum over ranks (all-reduce MAX), then the median of windows.
+"""Timing windows per DESIGN.md: warm-up by time, then W windows of I iterations; per
+window the time per iteration, the maximum over ranks (all-reduce MAX), then the median of
+windows.
 
 GPU: CUDA events around the I iterations (each a CUDA-graph replay where one could be
-captured). CPU: the same windows with a wall clock (``time.perf_counter``).
+captured); with an L2 flush or an untimed setup between iterations, a pair of events per
+iteration, so the flush stays outside the timed region. CPU: the same windows with a wall
+clock (``time.perf_counter``).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from runner.matrix import Timing
+
+# What DeepEP's and Triton's benchmarks zero between iterations: larger than any L2 yet.
+FLUSH_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -26,26 +36,42 @@ class Windows:
         return float(statistics.median(self.per_window_ms))
 
 
+class L2Flush:
+    """A buffer bigger than L2, zeroed between timed iterations so each starts with a cold
+    L2 (small-T inputs otherwise stay there). Allocated once, before a case's memory peaks
+    are reset; ``nbytes`` lets the peaks leave it out."""
+
+    def __init__(self, device: torch.device, nbytes: int = FLUSH_BYTES) -> None:
+        self.buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
+
+    @property
+    def nbytes(self) -> int:
+        return self.buffer.numel()
+
+    def __call__(self) -> None:
+        self.buffer.zero_()
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def time_windows(run: Callable[[], None], *, windows: int, iterations: int, warmup: int,
-                 device: torch.device, group: Any,
-                 setup: Callable[[], None] | None = None) -> Windows:
-    """Milliseconds per iteration of ``run``; ``setup`` runs before each iteration,
-    untimed (the forward pass when only the backward pass is measured)."""
-    for _ in range(warmup):
-        if setup:
-            setup()
-        run()
-    _sync(device)
+def time_windows(run: Callable[[], object], timing: Timing, *, device: torch.device, group: Any,
+                 setup: Callable[[], None] | None = None,
+                 flush: Callable[[], None] | None = None,
+                 sampling: AbstractContextManager[Any] | None = None) -> Windows:
+    """Milliseconds per iteration of ``run``. ``setup`` (the forward pass when only the
+    backward pass is measured) and ``flush`` (the L2 flush) run before each timed
+    iteration, untimed. ``sampling`` is entered around the timed windows only (the
+    GPU-state sampler)."""
+    warm_up(run, setup, timing, device, group)
     measured = []
-    for _ in range(windows):
-        if group is not None:
-            dist.barrier(group=group)
-        measured.append(_window(run, setup, iterations, device))
+    with sampling or nullcontext():
+        for _ in range(timing.windows):
+            if group is not None:
+                dist.barrier(group=group)
+            measured.append(_window(run, setup, flush, timing.iterations, device))
     times = torch.tensor(measured, dtype=torch.float64)
     if group is not None:
         times = times.to(device)
@@ -53,32 +79,69 @@ def time_windows(run: Callable[[], None], *, windows: int, iterations: int, warm
     return Windows([float(t) for t in times.cpu()])
 
 
-def _window(run: Callable[[], None], setup: Callable[[], None] | None, iterations: int,
-            device: torch.device) -> float:
+def warm_up(run: Callable[[], object], setup: Callable[[], None] | None, timing: Timing,
+            device: torch.device, group: Any) -> int:
+    """``timing.warmup`` iterations (at least one), then more until the slowest rank has
+    warmed up for ``timing.warmup_ms`` (clocks ramp up under load). Every round's count is
+    agreed over the ranks (all-reduce MAX), since every iteration holds collectives.
+    Returns the count."""
+    start = time.perf_counter()
+    done, more = 0, max(1, timing.warmup)
+    while more:
+        for _ in range(more):
+            if setup:
+                setup()
+            run()
+        done += more
+        _sync(device)
+        elapsed_ms = (time.perf_counter() - start) * 1e3
+        more = 0
+        if elapsed_ms < timing.warmup_ms:  # the time left at the mean pace so far
+            more = max(1, math.ceil((timing.warmup_ms - elapsed_ms) * done / max(elapsed_ms, 1e-3)))
+        if group is not None:
+            agreed = torch.tensor([more], dtype=torch.int64, device=device)
+            dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=group)
+            more = int(agreed.item())
+    return done
+
+
+def _window(run: Callable[[], object], setup: Callable[[], None] | None,
+            flush: Callable[[], None] | None, iterations: int, device: torch.device) -> float:
+    def untimed() -> None:
+        if setup:
+            setup()
+        if flush:
+            flush()
+
     if device.type == "cuda":
-        total = 0.0
-        if setup is None:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if setup is None and flush is None:
+            start, end = _event(), _event()
             start.record()
             for _ in range(iterations):
                 run()
             end.record()
             end.synchronize()
             return float(start.elapsed_time(end)) / iterations
+        pairs = []
         for _ in range(iterations):
-            setup()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            untimed()
+            start, end = _event(), _event()
             start.record()
             run()
             end.record()
-            end.synchronize()
-            total += float(start.elapsed_time(end))
-        return total / iterations
+            pairs.append((start, end))
+        _sync(device)
+        return sum(float(s.elapsed_time(e)) for s, e in pairs) / iterations
     total = 0.0
     for _ in range(iterations):
-        if setup:
-            setup()
+        untimed()
         t0 = time.perf_counter()
         run()
         total += time.perf_counter() - t0
     return total * 1e3 / iterations
+
+
+def _event() -> torch.cuda.Event:
+    return torch.cuda.Event(enable_timing=True)
+
+
