@@ -14,10 +14,21 @@ from typing import Any
 from ingest.schema import Case, Meta
 
 NOISY_WINDOW_SPREAD_PERCENT = 5.0
-# NVML clocks-event reasons that mean power or heat held the clocks down (nvml.h):
-# SW power cap, HW slowdown, SW thermal, HW thermal, HW power brake.
-THROTTLE_REASONS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal",
-                    0x40: "hw_thermal", 0x80: "hw_power_brake"}
+# NVML's clocks-event (throttle) reason bits (nvml.h, nvmlClocksEventReason*).
+CLOCK_EVENT_REASONS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
+    0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal", 0x40: "hw_thermal",
+    0x80: "hw_power_brake", 0x100: "display_clock_setting",
+}
+# Those that mean power or heat held the clocks down.
+THROTTLING = (0x4, 0x8, 0x20, 0x40, 0x80)
+
+
+def clock_event_names(bits: int) -> list[str]:
+    """The names of NVML clocks-event reason bits; unknown bits as one hex entry."""
+    names = [name for bit, name in CLOCK_EVENT_REASONS.items() if bits & bit]
+    unknown = bits & ~sum(CLOCK_EVENT_REASONS)
+    return [*names, *([f"unknown_{unknown:#x}"] if unknown else [])]
 
 # Which meta note qualifies which figures, for the API and the dashboard alike.
 NOTE_QUALIFIES: dict[str, str] = {
@@ -152,7 +163,7 @@ def _throttled(case: Case) -> str:
     if case.gpuState is None:
         return ""
     bits = case.gpuState.throttleReasons
-    return ", ".join(name for bit, name in THROTTLE_REASONS.items() if bits & bit)
+    return ", ".join(CLOCK_EVENT_REASONS[bit] for bit in THROTTLING if bits & bit)
 
 
 CAVEAT_CODES = (

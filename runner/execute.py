@@ -15,12 +15,14 @@ from typing import Any, TypeVar
 
 import torch
 
+from runner.gpustate import Sampler
 from runner.graphs import Steps, inference_steps, relative_error, training_steps
 from runner.layer import Experts, make_experts
 from runner.matrix import Timing
 from runner.native import USAGE as NATIVE
 from runner.oom import STATE as OOM
 from runner.oom import agree, free_memory, start_phase
+from runner.phases import PhaseTimes, time_phases
 from runner.pipelines import REGISTRY, BuildContext, Forward, build_reference
 from runner.platform import Platform, nvlink_counters
 from runner.report import RankOutcome
@@ -96,7 +98,8 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
              plat: Platform, rank: int, group: Any) -> RankOutcome:
     """The phases, in the order that measures the wire format's required times first
     (so an OOM later, e.g. in the float64 reference, still leaves a reportable case):
-    build, timings (training: combined, forward, backward), numerics, NVLink."""
+    build, timings (training: combined, forward, backward), per-phase timings, numerics,
+    NVLink. The GPU state is sampled over the layer's timed windows."""
     device, training = plat.device, spec.training
     OOM.rank, OOM.case_id = rank, spec.id
     NATIVE.reset()
@@ -106,6 +109,7 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     retries_before = _alloc_retries(device)
+    sampler = Sampler(device)
 
     def build() -> _Built:
         el = shape.E // spec.ep
@@ -119,7 +123,8 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
     built = phases.run("build", build)
 
     def timed(run: Callable[[], None], setup: Callable[[], None] | None = None) -> Windows:
-        return time_windows(run, timing, device=device, group=group, setup=setup, flush=flush)
+        return time_windows(run, timing, device=device, group=group, setup=setup, flush=flush,
+                            sampling=sampler)
 
     steps: Steps | None = None
     measured: tuple[Steps, Windows] | None = None
@@ -153,6 +158,11 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
             steps, fw = measured
             combined = fw
 
+    phase_times: PhaseTimes | None = None
+    if built is not None and steps is not None:
+        b = built
+        phase_times = phases.run("phases", lambda: time_phases(b.ctx, spec.pipeline, b.experts,
+                                                               b.x, timing, flush))
     error = None
     if built is not None:
         b = built
@@ -176,6 +186,7 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
         allocated = (torch.cuda.max_memory_allocated(device) - harness) / 2**30
         reserved = (torch.cuda.max_memory_reserved(device) - harness) / 2**30
     accepted = steps.accepted if steps else None
+    gpu_state, gpu_state_reason = sampler.state()
     notes = [*(built.ctx.notes if built else []), *([steps.note] if steps and steps.note else [])]
     del built, steps, measured  # the graphs and their memory pools
     if phases.stopped:
@@ -192,6 +203,10 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
         nvlink_tx_gbps=tx, nvlink_rx_gbps=rx,
         ooms=phases.ooms, oom_note=phases.stopped,
         emulated=spec.quantized and not NATIVE.all_native,
+        phase_windows=phase_times.windows if phase_times else None,
+        dispatch_bytes=phase_times.dispatch_bytes if phase_times else None,
+        combine_bytes=phase_times.combine_bytes if phase_times else None,
+        gpu_state=gpu_state, gpu_state_reason=gpu_state_reason,
     )
 
 

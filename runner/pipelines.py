@@ -85,7 +85,7 @@ def _routings(ctx: BuildContext, cfg: PassConfig, stages: int) -> list[DeviceRou
 
 
 def _one_pass(ctx: BuildContext, cfg: PassConfig) -> Forward:
-    (routing,) = _routings(ctx, cfg, 1)
+    routing = one_stage_routing(ctx, cfg)
 
     def forward(x: torch.Tensor, experts: Experts) -> torch.Tensor:
         out = torch.zeros_like(x)
@@ -128,14 +128,27 @@ def _staged(ctx: BuildContext, cfg: PassConfig, stages: int) -> Forward:
     return forward
 
 
+def pass_config(ctx: BuildContext, pipeline: str) -> PassConfig:
+    """The pipeline's formats (dispatch on the wire, expert groups, GEMMs), eager. The
+    standard and staged pipelines run with it; the per-phase pass (runner.phases) times
+    every pipeline's phases with it (mega's experts: the emulated GEMMs it compiles)."""
+    if pipeline == "standard":
+        return PassConfig(ctx.precision, False, False, expert_fn(ctx), ctx.group)
+    return PassConfig(ctx.precision, ctx.precision != "bf16", True,
+                      expert_fn(ctx, native=pipeline != "mega"), ctx.group)
+
+
+def one_stage_routing(ctx: BuildContext, cfg: PassConfig) -> DeviceRouting:
+    (routing,) = _routings(ctx, cfg, 1)
+    return routing
+
+
 def build_standard(ctx: BuildContext) -> Forward:
-    return _one_pass(ctx, PassConfig(ctx.precision, False, False, expert_fn(ctx), ctx.group))
+    return _one_pass(ctx, pass_config(ctx, "standard"))
 
 
 def build_staged(ctx: BuildContext) -> Forward:
-    quantized = ctx.precision != "bf16"
-    cfg = PassConfig(ctx.precision, quantized, True, expert_fn(ctx), ctx.group)
-    return _staged(ctx, cfg, stages=min(STAGES, ctx.tokens))
+    return _staged(ctx, pass_config(ctx, "staged"), stages=min(STAGES, ctx.tokens))
 
 
 def compiled_or_eager(fn: F, notes: list[str]) -> F:

@@ -117,16 +117,29 @@ def host_info(plat: Platform, world: int) -> dict[str, Any]:
 NVML_ALL_LINKS = 0xFFFFFFFF
 
 
-def _nvml() -> Any | None:
-    """pynvml, initialised (each call is paired with an ``nvmlShutdown``: NVML counts its
-    initialisations), or None without the library or a driver."""
-    try:
-        import pynvml
+def open_nvml() -> Any:
+    """pynvml, initialised; pair each call with an ``nvmlShutdown`` (NVML counts its
+    initialisations). Raises without the library or a driver."""
+    import pynvml
 
-        pynvml.nvmlInit()
-        return pynvml
+    pynvml.nvmlInit()
+    return pynvml
+
+
+def _nvml() -> Any | None:
+    """``open_nvml()``, or None without the library or a driver."""
+    try:
+        return open_nvml()
     except Exception:  # noqa: BLE001 - absent library or no driver: no NVML
         return None
+
+
+def nvml_handle(nvml: Any, device: torch.device) -> Any:
+    """This CUDA device's NVML handle, found by UUID: NVML numbers all GPUs of the node in
+    PCI order, CUDA only the visible ones (CUDA_VISIBLE_DEVICES, as Slurm sets it)."""
+    uuid = str(torch.cuda.get_device_properties(device).uuid)
+    return nvml.nvmlDeviceGetHandleByUUID(
+        uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}")
 
 
 def nvml_driver_version() -> str | None:
@@ -142,15 +155,12 @@ def nvml_driver_version() -> str | None:
 
 def nvlink_counters(device: torch.device) -> tuple[int, int] | None:
     """(TX, RX) NVLink data bytes so far over all links of this CUDA device, or None
-    without NVML or NVLink. The device is found by UUID: NVML numbers all GPUs of the node
-    in PCI order, CUDA only the visible ones (CUDA_VISIBLE_DEVICES, as Slurm sets it)."""
+    without NVML or NVLink."""
     nvml = _nvml()
     if nvml is None:
         return None
     try:
-        uuid = str(torch.cuda.get_device_properties(device).uuid)
-        handle = nvml.nvmlDeviceGetHandleByUUID(
-            uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}")
+        handle = nvml_handle(nvml, device)
         fields = [(nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, NVML_ALL_LINKS),
                   (nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, NVML_ALL_LINKS)]
         values = nvml.nvmlDeviceGetFieldValues(handle, fields)

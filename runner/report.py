@@ -8,12 +8,21 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from ingest.derived import clock_event_names
 from ingest.schema import wire_dict
 from ingest.validate import validate_case, validate_report
 from runner.matrix import Matrix, Timing
 from runner.model import BLOCK_ELEMENTS, logical_payload_rank0, model_case, runner_scratch_bytes
 from runner.spec import CaseSpec, Shape
 
+PHASE_NOTE = ("phaseMS: dispatch, experts and combine of the forward pass, each timed on "
+              "its own in a second pass (eager, one stage, no CUDA graph; the case's wire "
+              "format, expert groups and GEMMs) with the layer's warm-up, L2 flush and "
+              "windows: each window after a barrier, the maximum over ranks per window, "
+              "the median of the windows. Routing is decided on the host before the case, "
+              "so 'route' is not timed. dispatchGBps / combineGBps: the bytes a rank "
+              "received in that collective (its own rows included, as DeepEP counts "
+              "them), mean over ranks, over the phase's time.")
 ERROR_BOUND_NOTE = ("numericalAccepted: relative Frobenius error against a float64 "
                     "reference of the same routed layer (training: worst of output and all "
                     "gradients), bounds bf16 2e-2, mxfp8 1.2e-1, nvfp4 3.5e-1")
@@ -41,6 +50,11 @@ class RankOutcome:
     ooms: int = 0
     oom_note: str | None = None
     emulated: bool = False  # a quantized case whose GEMMs did not all run natively
+    phase_windows: dict[str, list[float]] | None = None  # runner.phases, max over ranks
+    dispatch_bytes: int | None = None  # received by this rank in the dispatch
+    combine_bytes: int | None = None
+    gpu_state: dict[str, Any] | None = None  # runner.gpustate.summary
+    gpu_state_reason: str | None = None  # why gpu_state is None
     notes: list[str] = field(default_factory=list)
 
 
@@ -116,6 +130,8 @@ def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[RankOutcome],
         "forwardFlopsPerLogicalPayloadByteRank0": forward_flops / payload if payload else None,
         "capacityRows": model.capacityRows,
         "emulated": any(o.emulated for o in outcomes),
+        **phase_fields(outcomes),
+        **gpu_state_fields(outcomes),
         # Beyond the wire format's known fields (kept by the service as they are):
         "numericalRelativeError": error,
         "numericalBound": bound,
@@ -147,6 +163,57 @@ def timing_note(timing: Timing, cuda: bool) -> str:
             f"window (all-reduce MAX over gloo), median of the windows; forward, backward "
             f"and combined reduced separately (inference: the combined step is the forward "
             f"pass, one set of windows serves both). CPU times say nothing about GPU speed.")
+
+
+def phase_fields(outcomes: list[RankOutcome]) -> dict[str, Any]:
+    """``phaseMS`` (median of each phase's windows) and the dispatch and combine bandwidth
+    (bytes a rank received, mean over ranks, over the phase's time); null when the phase
+    pass did not run (or a phase took no measurable time)."""
+    first = outcomes[0]
+    windows = first.phase_windows
+    if windows is None or any(o.dispatch_bytes is None or o.combine_bytes is None
+                              for o in outcomes):
+        return {"phaseMS": None, "dispatchGBps": None, "combineGBps": None}
+    ms = {name: _median(values) for name, values in windows.items()}
+    if min(ms.values()) <= 0:
+        return {"phaseMS": None, "dispatchGBps": None, "combineGBps": None}
+
+    def gbps(received: list[int | None], phase_ms: float) -> float:
+        return statistics.fmean(b or 0 for b in received) / (phase_ms * 1e-3) / 1e9
+
+    return {"phaseMS": ms,
+            "dispatchGBps": gbps([o.dispatch_bytes for o in outcomes], ms["dispatch"]),
+            "combineGBps": gbps([o.combine_bytes for o in outcomes], ms["combine"])}
+
+
+def gpu_state_fields(outcomes: list[RankOutcome]) -> dict[str, Any]:
+    state = merge_gpu_states([o.gpu_state for o in outcomes])
+    if state is not None:
+        return {"gpuState": state, "gpuStateReason": None}
+    reasons = [f"rank {o.rank}: {o.gpu_state_reason}" for o in outcomes if o.gpu_state_reason]
+    reason = (outcomes[0].gpu_state_reason if len({o.gpu_state_reason for o in outcomes}) == 1
+              else "; ".join(reasons))
+    return {"gpuState": None, "gpuStateReason": reason or "no GPU state was sampled"}
+
+
+def merge_gpu_states(states: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """One case's ``gpuState`` over its ranks: the widest clock range, the highest power
+    and temperature, every reason any rank saw; null unless every rank has one."""
+    known = [s for s in states if s is not None]
+    if not known or len(known) < len(states):
+        return None
+    bits = 0
+    for s in known:
+        bits |= int(s["throttleReasons"])
+    return {
+        "smClockMinMHz": min(s["smClockMinMHz"] for s in known),
+        "smClockMaxMHz": max(s["smClockMaxMHz"] for s in known),
+        "powerMaxW": max(s["powerMaxW"] for s in known),
+        "temperatureMaxC": max(s["temperatureMaxC"] for s in known),
+        "throttleReasons": bits,
+        "throttleReasonNames": clock_event_names(bits),
+        "samples": sum(int(s["samples"]) for s in known),
+    }
 
 
 def _notes(facts: PlatformFacts, matrix_timing: Timing, pipeline_notes: list[str],
@@ -195,6 +262,13 @@ def _notes(facts: PlatformFacts, matrix_timing: Timing, pipeline_notes: list[str
                         for p, ran in facts.host.get("nativeScaledGEMM", {}).items())
             + "."),
         "numericsNote": ERROR_BOUND_NOTE,
+        "phaseNote": PHASE_NOTE,
+        "gpuStateNote": (
+            "gpuState: NVML samples every 20 ms over each case's timed windows (not its "
+            "warm-up), SM clock min/max, the highest power and temperature, and every "
+            "clocks-event (throttle) reason seen, over all ranks; a power or thermal reason "
+            "gives the case the 'throttled' caveat." if facts.cuda else
+            "gpuState is null on the CPU (no GPU, no NVML); gpuStateReason says so."),
         "pipelineNote": "; ".join(pipeline_notes),
     }
     if graph_notes:

@@ -139,7 +139,7 @@ def test_every_wire_field_present_or_null_with_reason(run: Run) -> None:
         nulls = {k for k, v in case.items() if v is None}
         training = case["mode"] == "training"
         allowed = {"nvlinkTXGBps", "nvlinkRXGBps", "nvlinkMaxTXGBps", "nvlinkMaxRXGBps",
-                   "allocatedPeakGiB", "reservedPeakGiB", "graphAccepted"}
+                   "allocatedPeakGiB", "reservedPeakGiB", "graphAccepted", "gpuState"}
         if not training:
             allowed.add("backwardMS")
         assert nulls <= allowed, (case["id"], nulls - allowed)
@@ -150,6 +150,29 @@ def test_every_wire_field_present_or_null_with_reason(run: Run) -> None:
     assert "No allocator peaks on the CPU" in meta["memoryNote"]
     assert "graphAccepted is null" in meta["graphNote"]
     assert "wall clock" in meta["timingNote"]
+    assert "no L2 flush on the CPU" in meta["timingNote"]
+
+
+def test_every_case_has_positive_phase_times_and_bandwidths(run: Run) -> None:
+    for case in run.report["cases"]:
+        phases = case["phaseMS"]
+        assert set(phases) == {"dispatch", "experts", "combine"}, case["id"]
+        assert all(ms > 0 for ms in phases.values()), (case["id"], phases)
+        # Bytes a rank received, by hand: the dispatch's wire rows (bf16 2 bytes an
+        # element; mxfp8 1 + an e8m0 scale per 32; nvfp4 half + an e4m3 scale per 16 + the
+        # fp32 tensor scale), the combine's bf16 rows (every rank gets its T*K back).
+        d = SHAPE.D
+        wire = {"bf16": 2 * d, "mxfp8": d + d // 32, "nvfp4": d // 2 + d // 16 + 4}
+        row = wire[case["precision"]] if case["pipeline"] != "standard" else 2 * d
+        dispatch = sum(case["receiveRows"]) / case["ep"] * row
+        combine = SHAPE.T * SHAPE.K * 2 * d
+        assert case["dispatchGBps"] == pytest.approx(dispatch / phases["dispatch"] / 1e6)
+        assert case["combineGBps"] == pytest.approx(combine / phases["combine"] / 1e6)
+        # No NVML on the CPU: null, with the reason.
+        assert case["gpuState"] is None and "no GPU" in case["gpuStateReason"], case["id"]
+    meta = run.report["meta"]
+    assert "each timed on its own" in meta["phaseNote"]
+    assert "null on the CPU" in meta["gpuStateNote"]
 
 
 def test_skipped_case_is_in_the_notes(run: Run) -> None:
