@@ -8,13 +8,13 @@ export MOESCOPE_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@127.0.0.1:543
 
 install: $(VENV)/.installed
 
-# torch is pinned to the CPU build CI machines hold locally; the runner extra (torch, tqdm)
-# is installed with the test deps since the runner's tests need it.
+# Every extra: the server (service, dashboard), the runner (torch pinned to the CPU build
+# CI machines hold locally) and the test tools, since the tests exercise all of them.
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[dev,runner]'
+	$(BIN)/python -m pip install --quiet -e '.[server,runner,dev]'
 	touch $@
 
 demo: install

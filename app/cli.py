@@ -1,9 +1,11 @@
 """The ``moescope`` command. Subcommands import what they need lazily, so the runner's
-commands work where the service's dependencies are not installed."""
+commands (model, run, runner flush, ingest --url) work where the server extra is not
+installed; the server's commands then say which extra to install."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -16,6 +18,9 @@ from app.export.command import add_arguments as add_export_arguments
 from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_POINTS
 
 REFERENCE_REPORT = "gb300-nvl72-isolated-v6.json"
+# What the service, the dashboard, the export and their database need: the server extra.
+SERVER_MODULES = ("fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg",
+                  "pydantic_settings", "dash", "dash_ag_grid", "plotly", "jinja2")
 
 
 def reference_report_text() -> str:
@@ -326,9 +331,30 @@ def _add_delivery_options(parser: argparse.ArgumentParser) -> None:
                         help="how long one post retries before it is left in the spool")
 
 
+def _needs_server(args: argparse.Namespace) -> bool:
+    if args.command in ("ingest", "export"):
+        return not args.url  # straight from the database; through a server needs none
+    return args.command in ("serve", "db", "token", "regressions")
+
+
+def _missing_server_module() -> str | None:
+    for name in SERVER_MODULES:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ImportError:
+            found = False
+        if not found:
+            return name
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
+    if _needs_server(args) and (missing := _missing_server_module()):
+        print(f"error: moescope {args.command} needs the server extra ({missing} is not "
+              f"installed): pip install 'moescope[server]'", file=sys.stderr)
+        return 2
     try:
         return func(args)
     except BrokenPipeError:

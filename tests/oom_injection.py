@@ -11,10 +11,10 @@ tests/site/sitecustomize.py calls ``install`` in every interpreter a test starts
 from __future__ import annotations
 
 import os
-from pathlib import Path
+
+from site_hooks import env_with_site
 
 ENV = "MOESCOPE_INJECT_OOM"
-SITE = Path(__file__).resolve().parent / "site"
 
 
 def parse(value: str) -> list[dict[str, str]]:
@@ -46,13 +46,6 @@ def install() -> None:
         return None
 
     oom.INJECT = injected
-
-
-def env_with_site(env: dict[str, str]) -> dict[str, str]:
-    """``env`` with tests/site (and tests/) first on PYTHONPATH, so every interpreter
-    started with it runs tests/site/sitecustomize.py."""
-    paths = [str(SITE), str(SITE.parent), env.get("PYTHONPATH", "")]
-    return {**env, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
 
 
 def env_with_injection(value: str) -> dict[str, str]:

@@ -1,8 +1,9 @@
-"""Runs at the start of every interpreter a test launches with tests/site on PYTHONPATH
-(oom_injection.env_with_site): the ``moescope`` process and each rank it spawns. Test
-hooks install here, each only when its environment variable asks for it, so the
-package itself carries none of them."""
+"""Runs at the start of every interpreter a test launches with site_hooks.env_with_site
+(the ``moescope`` process and each rank it spawns). Each hook installs only when its
+environment variable asks for it, so the package itself carries none of them."""
 
+import import_blocker
 import oom_injection
 
+import_blocker.install()
 oom_injection.install()
