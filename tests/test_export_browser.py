@@ -1,0 +1,253 @@
+"""The exported file in headless Chromium with the network cut: every chart draws, no
+request leaves the file, a report's markup runs nothing, and it prints with each chart on
+one page. The screenshots, the PDF and its pages (PNG) go to test-output/export/."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+import shutil
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import _REFERENCE
+from selenium import webdriver
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.remote.webdriver import WebDriver
+from sqlalchemy.orm import Session
+from test_dashboard_browser import CHROMEDRIVER, CHROMIUM, require_chromium
+
+from app import figures
+from app.core.db import engine_for
+from app.export.service import export_compare, export_report
+from app.repository import reports as reports_repo
+from app.repository.cases import CaseFilter
+from app.testing import REPO
+from db.migrate import upgrade
+from ingest.validate import validate_report
+
+pytestmark = pytest.mark.live
+
+OUT = REPO / "test-output" / "export"
+SCRIPT_NOTE = ("<script>window.__pwned = 1; alert(1)</script>"
+               "<img src=x onerror=\"window.__pwned = 2; alert(2)\">")
+# A4 portrait less the print stylesheet's 10 mm margins, in CSS pixels (96 per inch).
+PRINTABLE_HEIGHT_PX = (297 - 20) / 25.4 * 96
+
+DRAWN = """
+return Array.from(document.querySelectorAll('div.chart')).map(div => [div.id,
+  !!(div._fullData && div.querySelector('.main-svg')),
+  div._fullData ? div._fullData.reduce(
+      (n, t) => n + (t.z ? t.z.length : (t.x ? t.x.length : 0)), 0) : 0]);
+"""
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The reference report, a report whose strings hold markup, and their comparison,
+    exported to files."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('export-browser') / 'm.db'}"
+    upgrade(url)
+    scripted = copy.deepcopy(_REFERENCE)
+    scripted["meta"]["runId"] = "scripted"
+    scripted["meta"]["gpu"] = "<img src=x onerror=\"window.__pwned = 3\">GPU"
+    scripted["meta"]["timingNote"] = SCRIPT_NOTE
+    scripted["meta"]["surpriseNote"] = "<b>not bold</b>"
+    scripted["cases"] = copy.deepcopy(scripted["cases"][:6])
+    scripted["cases"][0]["id"] = "<script>window.__pwned = 4</script>case"
+    OUT.mkdir(parents=True, exist_ok=True)
+    files = {}
+    with Session(engine_for(url)) as session:
+        ids = {}
+        for name, report in (("reference", copy.deepcopy(_REFERENCE)), ("scripted", scripted)):
+            ids[name] = reports_repo.ingest_report(session, report,
+                                                   validate_report(report)).id
+        session.commit()
+        documents = {
+            "reference": export_report(session, ids["reference"], CaseFilter()),
+            "scripted": export_report(session, ids["scripted"], CaseFilter()),
+            "compare": export_compare(session, ids["reference"], ids["scripted"]),
+        }
+    engine_for(url).dispose()
+    for name, export in documents.items():
+        files[name] = OUT / f"{name}.html"
+        files[name].write_text(export.html, "utf-8")
+    return files
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    require_chromium()
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless", "--no-sandbox", "--disable-gpu",
+                "--disable-background-networking", "--window-size=1300,1000"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def open_offline(driver: WebDriver, path: Path) -> list[str]:
+    """Open the file with the network cut; the URLs of every request the page made."""
+    driver.get_log("performance")
+    driver.get_log("browser")
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
+        "offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+    driver.get(path.as_uri())
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        charts = driver.execute_script(DRAWN)
+        if all(done for _, done, _ in charts):
+            break
+        time.sleep(0.1)
+    events = [json.loads(e["message"])["message"] for e in driver.get_log("performance")]
+    return [e["params"]["request"]["url"] for e in events
+            if e["method"] == "Network.requestWillBeSent"]
+
+
+def console_errors(driver: WebDriver) -> list[dict[str, Any]]:
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def screenshot(driver: WebDriver, name: str) -> None:
+    shot = driver.execute_cdp_cmd("Page.captureScreenshot", {
+        "format": "png", "captureBeyondViewport": True})
+    (OUT / f"{name}.png").write_bytes(base64.b64decode(shot["data"]))
+
+
+def no_alert(driver: WebDriver) -> bool:
+    try:
+        alert = driver.switch_to.alert
+    except NoAlertPresentException:
+        return True
+    return alert is None
+
+
+def test_reference_export_draws_every_chart_offline(browser: WebDriver,
+                                                    exports: dict[str, Path]) -> None:
+    requests = open_offline(browser, exports["reference"])
+    # The file itself, and the data: URL plotly paints the heatmap into: nothing else.
+    assert requests[0] == exports["reference"].as_uri()
+    assert all(u.startswith("data:image/png;base64,") for u in requests[1:]), requests
+    charts = browser.execute_script(DRAWN)
+    assert [c[0] for c in charts] == [f"chart-{c.key}" for c in figures.CHARTS]
+    assert all(done and points > 0 for _, done, points in charts), charts
+    assert console_errors(browser) == []  # a CSP violation is logged as one
+    rows = browser.execute_script(
+        "return document.querySelectorAll('#export-cases tbody tr').length")
+    assert rows == len(_REFERENCE["cases"])
+    screenshot(browser, "reference")
+
+
+def test_markup_in_a_report_is_text_and_runs_nothing(browser: WebDriver,
+                                                     exports: dict[str, Path]) -> None:
+    requests = open_offline(browser, exports["scripted"])
+    assert all(u.startswith(("file:", "data:image/png")) for u in requests), requests
+    assert no_alert(browser)
+    assert browser.execute_script("return window.__pwned") is None
+    assert browser.execute_script(
+        "return document.querySelector('[data-note=\"timingNote\"] .note-text').textContent"
+    ) == SCRIPT_NOTE
+    assert browser.execute_script(
+        "return document.getElementById('export-gpu').textContent"
+    ) == "<img src=x onerror=\"window.__pwned = 3\">GPU"
+    # Only the export's own elements: no <img>, no script but plotly.js, draw.js and the
+    # charts' JSON.
+    assert browser.execute_script("return document.images.length") == 0
+    assert browser.execute_script(
+        "return document.querySelectorAll('script:not([type])').length") == 2
+    assert browser.execute_script(
+        "return document.querySelectorAll('#export-methodology b, #export-header img').length"
+    ) == 0
+    assert console_errors(browser) == []
+    screenshot(browser, "scripted")
+
+
+def test_compare_export_opens_offline(browser: WebDriver, exports: dict[str, Path]) -> None:
+    requests = open_offline(browser, exports["compare"])
+    assert requests == [exports["compare"].as_uri()]
+    assert no_alert(browser) and browser.execute_script("return window.__pwned") is None
+    rows = browser.execute_script(
+        "return document.querySelectorAll('#export-compare-table tbody tr').length")
+    assert rows == 5  # the scripted report holds six of the reference's cases, one renamed
+    assert browser.execute_script(
+        "return document.getElementById('export-only-head').textContent"
+    ) == "<script>window.__pwned = 4</script>case"
+    assert console_errors(browser) == []
+    screenshot(browser, "compare")
+
+
+def _pdf_pages(pdf: bytes) -> int:
+    return len(re.findall(rb"/Type\s*/Page(?![s\w])", pdf))
+
+
+def test_print_keeps_each_chart_on_one_page(browser: WebDriver,
+                                            exports: dict[str, Path]) -> None:
+    open_offline(browser, exports["reference"])
+    # Under the print stylesheet every chart, zoomed, fits one printable page.
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "print"})
+    heights = browser.execute_script(
+        "return Array.from(document.querySelectorAll('.chart-section'))"
+        ".map(s => [s.id, s.getBoundingClientRect().height])")
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": ""})
+    assert len(heights) == len(figures.CHARTS)
+    assert all(h <= PRINTABLE_HEIGHT_PX for _, h in heights), heights
+
+    printed = browser.execute_cdp_cmd("Page.printToPDF", {
+        "printBackground": True, "preferCSSPageSize": True})
+    pdf = base64.b64decode(printed["data"])
+    path = OUT / "reference.pdf"
+    path.write_bytes(pdf)
+    pages = _pdf_pages(pdf)
+    # The header and notes, nine charts at one or two a page, the 63-case table in
+    # landscape: about a dozen pages, not one per chart row of a cut chart.
+    assert 6 <= pages <= 16, pages
+    if shutil.which("pdftoppm"):
+        for old in OUT.glob("reference-page-*.png"):
+            old.unlink()
+        subprocess.run(["pdftoppm", "-r", "70", "-png", str(path),
+                        str(OUT / "reference-page")], check=True)
+        assert len(list(OUT.glob("reference-page-*.png"))) == pages
+    if shutil.which("pdftotext"):
+        _each_chart_whole_on_its_page(path, pages)
+
+
+def _page_text(path: Path, page: int) -> str:
+    return subprocess.run(["pdftotext", "-f", str(page), "-l", str(page), "-layout",
+                           str(path), "-"], check=True, capture_output=True, text=True).stdout
+
+
+def _bottom_axis_title(chart: figures.Chart) -> str:
+    layout = chart.make(_REFERENCE["cases"], _REFERENCE["meta"])["layout"]
+    axes = [k for k in layout if re.fullmatch(r"xaxis\d*", k)]
+    return str(layout[max(axes, key=lambda k: int(k[5:] or 1))]["title"]["text"])
+
+
+def _each_chart_whole_on_its_page(path: Path, pages: int) -> None:
+    """Each chart's section heading and the title of its bottom x axis (its last line)
+    print on the same page: per page, as many of each axis title as headings there."""
+    texts = [_page_text(path, p) for p in range(1, pages + 1)]
+    for number, text in enumerate(texts, start=1):
+        expected: Counter[str] = Counter()
+        for chart in figures.CHARTS:
+            if re.search(rf"^\s*{re.escape(chart.title)}\s*$", text, re.M):
+                expected[_bottom_axis_title(chart)] += 1
+        found = Counter({title: text.count(title) for title in expected})
+        assert found == expected, (number, found, expected)
+    headings = sum(bool(re.search(rf"^\s*{re.escape(c.title)}\s*$", t, re.M))
+                   for c in figures.CHARTS for t in texts)
+    assert headings == len(figures.CHARTS)
