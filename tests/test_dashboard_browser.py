@@ -109,16 +109,21 @@ def server(tmp_path_factory: pytest.TempPathFactory, reports: dict[str, Any]
         engine_for(url).dispose()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[WebDriver]:
+def start_chromium(window_size: str, logs: dict[str, str]) -> WebDriver:
+    """Headless Chromium, keeping the given logs (goog:loggingPrefs)."""
     require_chromium()
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for arg in ("--headless", "--no-sandbox", "--disable-gpu",
-                "--disable-background-networking", "--window-size=1500,1100"):
+                "--disable-background-networking", f"--window-size={window_size}"):
         options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    options.set_capability("goog:loggingPrefs", logs)
+    return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    driver = start_chromium("1500,1100", {"browser": "ALL"})
     driver.set_page_load_timeout(WAIT_S)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     try:

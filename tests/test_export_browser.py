@@ -18,12 +18,10 @@ from typing import Any
 
 import pytest
 from conftest import _REFERENCE
-from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
 from sqlalchemy.orm import Session
-from test_dashboard_browser import CHROMEDRIVER, CHROMIUM, require_chromium
+from test_dashboard_browser import start_chromium
 
 from app import figures
 from app.core.db import engine_for
@@ -85,14 +83,7 @@ def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[WebDriver]:
-    require_chromium()
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu",
-                "--disable-background-networking", "--window-size=1300,1000"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver = start_chromium("1300,1000", {"browser": "ALL", "performance": "ALL"})
     driver.set_page_load_timeout(60)
     try:
         yield driver
