@@ -85,19 +85,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _load_demo(url: str) -> None:
-    from sqlalchemy.orm import Session
-
-    from app.core.db import engine_for
+    from app.core.db import session_scope, transaction
     from app.repository import reports as reports_repo
-    from ingest.validate import parse_json, validate_report
+    from app.services import reports as report_service
+    from ingest.validate import parse_json
 
-    with Session(engine_for(url)) as session:
+    with session_scope(url) as session, transaction(session):
         if reports_repo.count_reports(session):
             print("demo: database already holds reports; nothing loaded", file=sys.stderr)
             return
-        raw = parse_json(reference_report_text())
-        result = reports_repo.ingest_report(session, raw, validate_report(raw))
-        session.commit()
+        result = report_service.ingest(session, parse_json(reference_report_text()))
         print(f"demo: loaded the reference report as id {result.id} "
               f"({result.case_count} cases)", file=sys.stderr)
 
@@ -117,19 +114,17 @@ def cmd_db(args: argparse.Namespace) -> int:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    from sqlalchemy.orm import Session
-
-    from app.core.db import engine_for
+    from app.core.db import session_scope, transaction
     from app.core.errors import NotFound
     from app.repository import tokens
 
     url = _migrated_database_url(args)
     if url is None:
         return 2
-    with Session(engine_for(url)) as session:
+    with session_scope(url) as session:
         if args.token_command == "create":
-            row, token = tokens.create_token(session, args.name, args.scope)
-            session.commit()
+            with transaction(session):
+                row, token = tokens.create_token(session, args.name, args.scope)
             print(f"created token {row.id} ({row.name}, scope {row.scope}); it is shown once:",
                   file=sys.stderr)
             print(token)
@@ -141,11 +136,11 @@ def cmd_token(args: argparse.Namespace) -> int:
                       f"{row.created_at.isoformat(timespec='seconds'):<20} {revoked}")
         else:
             try:
-                revoked_rows = tokens.revoke_token(session, args.ident)
+                with transaction(session):
+                    revoked_rows = tokens.revoke_token(session, args.ident)
             except NotFound as exc:
                 print(f"error: {exc.detail}", file=sys.stderr)
                 return 1
-            session.commit()
             for row in revoked_rows:
                 print(f"revoked token {row.id} ({row.name})")
     return 0

@@ -8,13 +8,11 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from sqlalchemy.orm import Session
-
-from app.core.db import engine_for
+from app.core.db import session_scope, transaction
 from app.core.errors import MoescopeError
 from app.report_files import load_files, print_problems, print_result
-from app.repository import reports as reports_repo
-from ingest.validate import InvalidPayload, parse_json, validate_report
+from app.services import reports as report_service
+from ingest.validate import InvalidPayload, parse_json
 
 
 def store_files(files: list[Path], database_url: str) -> int:
@@ -24,17 +22,14 @@ def store_files(files: list[Path], database_url: str) -> int:
 
 def _store(path: Path, body: bytes, *, database_url: str) -> bool:
     try:
-        raw = parse_json(body)
-        report = validate_report(raw)
+        # What POST /reports does, through the same service and the same commit.
+        with session_scope(database_url) as session, transaction(session):
+            result = report_service.ingest(session, parse_json(body))
     except InvalidPayload as exc:
         print_problems(path, [str(p) for p in exc.problems])
         return False
-    with Session(engine_for(database_url)) as session:
-        try:
-            result = reports_repo.ingest_report(session, raw, report)
-            session.commit()
-        except MoescopeError as exc:
-            print(f"{path}: {exc.detail}", file=sys.stderr)
-            return False
+    except MoescopeError as exc:
+        print(f"{path}: {exc.detail}", file=sys.stderr)
+        return False
     print_result(path, result.id, result.case_count, result.created)
     return True

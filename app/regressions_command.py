@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from sqlalchemy.orm import Session
-
 from app.api.history_schemas import regression_out
-from app.core.db import engine_for
+from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.services.history import ReportVerdicts, report_regressions
 from ingest.regressions import Settings
@@ -16,7 +14,7 @@ from ingest.regressions import Settings
 
 def regressions_command(report_id: int, database_url: str, settings: Settings,
                         as_json: bool) -> int:
-    with Session(engine_for(database_url)) as session:
+    with session_scope(database_url) as session:
         try:
             result = report_regressions(session, report_id, settings)
         except NotFound as exc:

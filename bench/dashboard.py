@@ -83,7 +83,7 @@ def ingest(database_url: str, report: dict[str, Any]) -> int:
     from sqlalchemy.orm import Session
 
     from app.core.db import engine_for
-    from app.repository.reports import ingest_report
+    from app.services.reports import ingest_report
     from ingest.validate import validate_report
 
     with Session(engine_for(database_url)) as session:

@@ -44,8 +44,8 @@ sys.path.insert(0, str(REPO))
 
 from app.cli import reference_report_text  # noqa: E402
 from app.models import Base, utcnow  # noqa: E402
-from app.repository import reports as reports_repo  # noqa: E402
 from app.repository import tokens  # noqa: E402
+from app.services import reports as report_service  # noqa: E402
 from app.testing import scratch_postgres_database, serve_process  # noqa: E402
 from db.migrate import upgrade  # noqa: E402
 from ingest.validate import validate_report  # noqa: E402
@@ -218,12 +218,12 @@ def prepare_rows(reports: list[dict[str, Any]]) -> list[Prepared]:
     out = []
     for raw in reports:
         report = validate_report(raw)
-        rows, caveats = reports_repo.case_rows(0, report.meta, raw["cases"], report.cases, 0)
+        rows, caveats = report_service.case_rows(0, report.meta, raw["cases"], report.cases, 0)
         best = max((r["percent_of_peak"] for r in rows if r["percent_of_peak"] is not None),
                    default=None)
         out.append(Prepared(
             report={
-                "content_sha256": reports_repo.canonical_sha256(raw),
+                "content_sha256": report_service.canonical_sha256(raw),
                 "run_id": report.meta.runId, "date": report.meta.date, "gpu": report.meta.gpu,
                 "source": report.meta.source, "meta": raw["meta"],
                 "extra": {k: v for k, v in raw.items() if k not in ("meta", "cases")},

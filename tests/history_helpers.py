@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.repository import reports as reports_repo
+from app.services import reports as report_service
 from ingest.validate import validate_report
 
 Body = dict[str, Any]
@@ -74,6 +74,6 @@ def synthetic_series(
 
 def ingest(session: Session, body: Body) -> int:
     """Store a report, committed; its id."""
-    report_id = reports_repo.ingest_report(session, body, validate_report(body)).id
+    report_id = report_service.ingest_report(session, body, validate_report(body)).id
     session.commit()
     return report_id

@@ -17,19 +17,20 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from app import figures
-from app.api.schemas import case_out
 from app.dashboard import case_table, charts, comparison, filters, links, report_list, report_view
 from app.main import create_app
 from app.repository import cases as cases_repo
-from app.repository import reports as reports_repo
 from app.repository.cases import CaseFilter
+from app.services import cases as case_service
+from app.services import reports as report_service
+from app.services.cases import case_out
 from ingest.validate import validate_report
 
 SCRIPT_NOTE = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
 
 
 def ingest(session: Session, raw: dict[str, Any]) -> int:
-    result = reports_repo.ingest_report(session, raw, validate_report(raw))
+    result = report_service.ingest_report(session, raw, validate_report(raw))
     session.commit()
     return result.id
 
@@ -151,7 +152,7 @@ def _drawn_ids(spec: dict[str, Any]) -> set[str]:
 def test_every_chart_draws_the_same_capped_subset(
     reference: dict[str, Any], session: Session, reference_id: int
 ) -> None:
-    cases = report_view.view_cases(session, reference_id, CaseFilter())
+    cases = case_service.view_cases(session, reference_id, CaseFilter())
     charted = charts.chart_cases(cases, cap=10)
     panels = charts.chart_panels(reference["meta"], cases, charted)
     want = {figures.text(c["id"]) for c in charted}
@@ -235,23 +236,23 @@ def test_cached_report_follows_appends_and_filters_as_sql_does(
 
     rest = reference["cases"][40:]
     report = validate_report({**reference, "cases": rest})
-    reports_repo.append_cases(session, rid, rest, report.cases)
+    report_service.append_cases(session, rid, rest, report.cases)
     session.commit()
     after = report_view.report_view(session, rid, CaseFilter())
     assert after.header.case_count == 63 and after.count_text == "63 of 63 cases in view"
-    assert after.cases == report_view.view_cases(session, rid, CaseFilter())
+    assert after.cases == case_service.view_cases(session, rid, CaseFilter())
     assert [r["id"] for r in after.rows] == [c["id"] for c in reference["cases"]]
     for chosen in (CaseFilter(precision=["bf16"]), CaseFilter(mode=["training"], ep=[8, 64]),
                    CaseFilter(imbalance=[4.0], F=[3072, 6144]), CaseFilter(pipeline=["x"])):
         assert report_view.report_view(session, rid, chosen).cases == \
-            report_view.view_cases(session, rid, chosen), chosen
+            case_service.view_cases(session, rid, chosen), chosen
 
 
 def test_view_cases_are_what_the_api_serves(session: Session, reference_id: int) -> None:
     rows, _ = cases_repo.list_cases(session, reference_id)
-    assert (report_view.view_cases(session, reference_id, CaseFilter())
+    assert (case_service.view_cases(session, reference_id, CaseFilter())
             == [case_out(r) for r in rows])
-    some = report_view.view_cases(session, reference_id, CaseFilter(mode=["training"], ep=[64]))
+    some = case_service.view_cases(session, reference_id, CaseFilter(mode=["training"], ep=[64]))
     assert some and {(c["mode"], c["ep"]) for c in some} == {("training", 64)}
 
 
@@ -372,8 +373,8 @@ def test_compare_matches_cases_and_flags_changes(
     head_raw["cases"].append(added)
     head = ingest(session, head_raw)
 
-    result = comparison.compare(comparison.report_cases(session, base),
-                                comparison.report_cases(session, head))
+    result = comparison.compare(case_service.view_cases(session, base),
+                                case_service.view_cases(session, head))
     assert result.only_base == [gone["id"]] and result.only_head == ["new-case"]
     by_id = {r["id"]: r["changes"] for r in result.rows}
     assert len(by_id) == 62

@@ -26,15 +26,15 @@ from app.dashboard import links, report_view
 from app.dashboard.case_table import TABLE_COLUMNS
 from app.export.document import csp_hash, export_spec
 from app.export.service import export_report
-from app.repository import reports as reports_repo
 from app.repository.cases import CaseFilter
+from app.services import reports as report_service
 from ingest.validate import validate_report
 
 SCRIPT_NOTE = "<script>alert(1)</script><img src=x onerror=\"alert(2)\"> & done"
 
 
 def store(session: Session, report: dict[str, Any]) -> int:
-    result = reports_repo.ingest_report(session, report, validate_report(report))
+    result = report_service.ingest_report(session, report, validate_report(report))
     session.commit()
     return result.id
 

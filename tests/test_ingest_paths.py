@@ -14,13 +14,13 @@ from sqlalchemy.orm import Session
 from app.core.errors import NotFound
 from app.models import CaseRow, CaveatRow
 from app.repository import cases as cases_repo
-from app.repository import reports as reports_repo
+from app.services import reports as report_service
 from ingest.derived import caveats, derive
 from ingest.validate import MAX_DEPTH, tree_problems, validate_case_list, validate_report
 
 
 def _store(session: Session, raw: dict[str, Any]) -> int:
-    result = reports_repo.ingest_report(session, raw, validate_report(raw))
+    result = report_service.ingest_report(session, raw, validate_report(raw))
     session.commit()
     return result.id
 
@@ -60,7 +60,7 @@ def test_appended_cases_get_their_caveats_and_next_positions(
     first, rest = reference["cases"][:40], reference["cases"][40:]
     report_id = _store(session, {**reference, "cases": first})
     body = {"cases": copy.deepcopy(rest)}
-    result = reports_repo.append_cases(
+    result = report_service.append_cases(
         session, report_id, body["cases"], validate_case_list(body).cases
     )
     session.commit()

@@ -7,8 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from app.models import CaseRow, ReportRow
-from app.repository.cases import DERIVED
+from app.models import ReportRow
 from ingest.derived import report_notes as notes_of
 
 
@@ -88,19 +87,3 @@ def report_summary(row: ReportRow) -> ReportSummary:
 
 def report_notes(meta: dict[str, Any]) -> list[Note]:
     return [Note(key=n.key, qualifies=n.qualifies, text=n.text) for n in notes_of(meta)]
-
-
-def case_out(row: CaseRow) -> dict[str, Any]:
-    """The case as posted, plus the derived fields and its caveats."""
-    return case_dict(
-        row.payload,
-        {name: getattr(row, column.key) for name, column in DERIVED.items()},
-        [(c.code, c.message) for c in row.caveats],
-    )
-
-
-def case_dict(
-    payload: dict[str, Any], derived: dict[str, float | None], caveats: list[tuple[str, str]]
-) -> dict[str, Any]:
-    return {**payload, **derived,
-            "caveats": [{"code": code, "message": message} for code, message in caveats]}

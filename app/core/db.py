@@ -67,11 +67,33 @@ def session_scope(url: str | None = None) -> Iterator[Session]:
         yield session
 
 
+@contextmanager
+def transaction(session: Session) -> Iterator[Session]:
+    """The one place that commits: what is written inside lands whole when the block ends,
+    and nothing of it on any error. Services and repositories never commit."""
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+
+
 def get_session() -> Iterator[Session]:
-    """A session for one request. Routes commit explicitly at their boundary; anything
-    left uncommitted when the request ends is rolled back."""
+    """A session for one request; anything left uncommitted when it ends is rolled back."""
     with session_scope() as session:
         yield session
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def _request_transaction(session: SessionDep) -> Iterator[Session]:
+    with transaction(session):
+        yield session
+
+
+# A writing route's session: committed when the route returns, rolled back when it raises.
+# scope="function": the commit runs before the answer is sent (by default FastAPI sends it
+# first), so a commit that fails is never answered as a success.
+TransactionDep = Annotated[Session, Depends(_request_transaction, scope="function")]

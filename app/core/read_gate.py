@@ -13,11 +13,10 @@ from urllib.parse import parse_qs, quote
 
 from anyio import to_thread
 from sqlalchemy.exc import InterfaceError, OperationalError
-from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.core.config import get_settings
-from app.core.db import get_engine
+from app.core.db import session_scope
 from app.core.errors import error_body
 from app.repository import tokens
 
@@ -31,7 +30,7 @@ _MAX_FORM_BYTES = 4096
 
 
 def token_may_read(token: str) -> bool:
-    with Session(get_engine()) as session:
+    with session_scope() as session:
         row = tokens.find_active(session, token)
         return row is not None and tokens.scope_allows(row.scope, "read")
 

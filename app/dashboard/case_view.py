@@ -1,19 +1,11 @@
-"""The case page: one case, every field shown as text."""
+"""The case page: every field of one case shown as text."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from sqlalchemy.orm import Session
-
-from app.api.schemas import case_out
 from app.figures import Case
-from app.repository import cases as cases_repo
-
-
-def case_view(session: Session, report_id: int, case_id: str) -> Case:
-    return case_out(cases_repo.get_case(session, report_id, case_id))
 
 
 def display_value(value: Any) -> str:

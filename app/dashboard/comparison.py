@@ -6,11 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy.orm import Session
-
-from app.dashboard.report_view import view_cases
 from app.figures import Case
-from app.repository.cases import CaseFilter
 
 CHANGE_THRESHOLD_PERCENT = 5.0
 
@@ -65,10 +61,6 @@ def compare(base: Sequence[Case], head: Sequence[Case]) -> Comparison:
                    for name, _, better in COMPARED}
         result.rows.append({"id": case["id"], "changes": changes})
     return result
-
-
-def report_cases(session: Session, report_id: int) -> list[Case]:
-    return view_cases(session, report_id, CaseFilter())
 
 
 def verdicts(row: dict[str, Any]) -> set[str]:

@@ -16,7 +16,6 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.api.schemas import case_dict
 from app.dashboard.case_table import table_row, table_rows
 from app.dashboard.charts import ChartPanel, cap_banner, chart_cases, chart_panels
 from app.dashboard.filters import search_from_filters
@@ -24,6 +23,7 @@ from app.figures import Case
 from app.repository import cases as cases_repo
 from app.repository import reports as reports_repo
 from app.repository.cases import CaseFilter
+from app.services import cases as case_service
 
 
 @dataclass
@@ -86,8 +86,7 @@ def report_data(session: Session, report_id: int) -> ReportData:
             return hit
     # Read outside the lock: another report's views need not wait for this one.
     row = reports_repo.get_report(session, report_id)
-    cases = [case_dict(d.payload, d.derived, d.caveats)
-             for d in cases_repo.case_documents(session, report_id)]
+    cases = case_service.view_cases(session, report_id)
     loaded = ReportData(header=_header(row), meta=dict(row.meta), cases=cases,
                         rows=table_rows(cases),
                         facets=cases_repo.facets(session, report_id))
@@ -104,12 +103,6 @@ def report_data(session: Session, report_id: int) -> ReportData:
     gc.collect()
     gc.freeze()
     return loaded
-
-
-def view_cases(session: Session, report_id: int, filters: CaseFilter) -> list[Case]:
-    """The cases in view, each as the API's case_out gives it."""
-    return [case_dict(d.payload, d.derived, d.caveats)
-            for d in cases_repo.case_documents(session, report_id, filters)]
 
 
 @dataclass

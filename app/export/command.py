@@ -66,10 +66,8 @@ def _filter_params(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def _build(args: argparse.Namespace, report_id: int | None) -> tuple[str, bytes]:
-    from sqlalchemy.orm import Session
-
     from app.cli import _database_url, _unmigrated
-    from app.core.db import engine_for
+    from app.core.db import session_scope
     from app.core.errors import NotFound
     from app.export import service
     from app.repository import reports as reports_repo
@@ -79,7 +77,7 @@ def _build(args: argparse.Namespace, report_id: int | None) -> tuple[str, bytes]
     problem = _unmigrated(url)
     if problem:
         raise ExportFailed(problem)
-    with Session(engine_for(url)) as session:
+    with session_scope(url) as session:
         try:
             if args.compare:
                 export = service.export_compare(session, *args.compare)

@@ -16,17 +16,17 @@ from app.api.schemas import (
     ReportCreated,
     ReportDetail,
     ReportPage,
-    case_out,
     report_notes,
     report_summary,
 )
 from app.core.config import get_settings
-from app.core.db import SessionDep
+from app.core.db import SessionDep, TransactionDep
 from app.report_json import report_json_bytes
 from app.repository import cases as cases_repo
 from app.repository import reports as reports_repo
+from app.services import cases as case_service
+from app.services import reports as report_service
 from ingest.schema import INT64_MAX, CaseList, Report
-from ingest.validate import validate_case_list, validate_report
 
 router = APIRouter(prefix="/reports", tags=["reports"])
 
@@ -52,12 +52,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     openapi_extra=body_schema(Report),
 )
 def post_report(
-    _token: IngestToken, body: JsonBody, session: SessionDep, response: Response
+    _token: IngestToken, body: JsonBody, session: TransactionDep, response: Response
 ) -> ReportCreated:
     """Ingest a whole report. Posting the same report again is harmless."""
-    report = validate_report(body)
-    result = reports_repo.ingest_report(session, body, report)
-    session.commit()
+    result = report_service.ingest(session, body)
     if not result.created:
         response.status_code = 200
     response.headers["Location"] = f"/api/v1/reports/{result.id}"
@@ -71,12 +69,10 @@ def post_report(
     openapi_extra=body_schema(CaseList),
 )
 def append_cases(
-    report_id: ReportId, _token: IngestToken, body: JsonBody, session: SessionDep
+    report_id: ReportId, _token: IngestToken, body: JsonBody, session: TransactionDep
 ) -> CasesAppended:
     """Append cases as they finish. An identical case again is a no-op."""
-    case_list = validate_case_list(body)
-    result = reports_repo.append_cases(session, report_id, body["cases"], case_list.cases)
-    session.commit()
+    result = report_service.append(session, report_id, body)
     return CasesAppended(
         id=report_id, caseCount=result.case_count, added=result.added, unchanged=result.unchanged
     )
@@ -138,7 +134,8 @@ def list_cases(
         session, report_id, filters=filters, sort=sort, descending=order == "desc",
         limit=limit, offset=offset,
     )
-    return CasePage(items=[case_out(r) for r in rows], total=total, limit=limit, offset=offset)
+    return CasePage(items=[case_service.case_out(r) for r in rows], total=total, limit=limit,
+                    offset=offset)
 
 
 # ``:path``: a case id may hold a '/' (sent as %2F, which the router sees decoded).
@@ -147,7 +144,7 @@ def list_cases(
 def get_case(
     report_id: ReportId, case_id: Annotated[Text, Path()], _read: ReadAccess, session: SessionDep
 ) -> dict[str, Any]:
-    return case_out(cases_repo.get_case(session, report_id, case_id))
+    return case_service.get_case(session, report_id, case_id)
 
 
 @router.get("/{report_id}/report.json", responses={404: {"description": "No such report"}})
@@ -161,8 +158,7 @@ def report_json(report_id: ReportId, _read: ReadAccess, session: SessionDep) -> 
 
 
 @router.delete("/{report_id}", status_code=204, responses={404: {"description": "No such report"}})
-def delete_report(report_id: ReportId, _token: AdminToken, session: SessionDep) -> Response:
+def delete_report(report_id: ReportId, _token: AdminToken, session: TransactionDep) -> Response:
     reports_repo.delete_report(session, report_id)
-    session.commit()
     return Response(status_code=204)
 

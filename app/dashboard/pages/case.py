@@ -13,6 +13,7 @@ from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.dashboard import case_view, links
 from app.dashboard.components import GRAPH_CONFIG, not_found, parse_report_id, table
+from app.services import cases as case_service
 
 # Before the report page: its template would also match this longer path.
 dash.register_page(__name__, path_template="/reports/<report_id>/cases/<case_id>",
@@ -34,7 +35,7 @@ def layout(report_id: str | None = None, case_id: str | None = None, **_: Any) -
         try:
             if rid is None:
                 raise NotFound(f"report {report_id} does not exist")
-            case = case_view.case_view(session, rid, cid)
+            case = case_service.get_case(session, rid, cid)
         except NotFound as exc:
             return not_found(exc.detail)
     graphs = [html.Div(dcc.Graph(id=f"case-graph-{key}", figure=fig, config=GRAPH_CONFIG),

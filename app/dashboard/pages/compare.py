@@ -11,6 +11,7 @@ from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.dashboard import comparison, links, report_list
 from app.dashboard.components import parse_report_id, table
+from app.services import cases as case_service
 
 dash.register_page(__name__, path="/compare", title="moescope: compare", name="Compare",
                    order=3)  # type: ignore[no-untyped-call]
@@ -28,8 +29,8 @@ def comparison_view(base: int | None, head: int | None) -> html.Div:
         return html.Div("Choose a base and a head report.", className="muted")
     with session_scope() as session:
         try:
-            result = comparison.compare(comparison.report_cases(session, base),
-                                  comparison.report_cases(session, head))
+            result = comparison.compare(case_service.view_cases(session, base),
+                                  case_service.view_cases(session, head))
         except NotFound as exc:
             return html.Div(exc.detail, className="muted")
     header = ["case", *[label for _, label, _ in comparison.COMPARED]]

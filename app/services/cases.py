@@ -1,0 +1,40 @@
+"""Cases as the API and the dashboard give them: the case as posted, plus its derived fields
+and its caveats. One shape for both, so the dashboard shows what the API serves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.models import CaseRow
+from app.repository import cases as cases_repo
+from app.repository.cases import DERIVED, CaseFilter
+
+Case = dict[str, Any]
+
+
+def case_out(row: CaseRow) -> Case:
+    """The case as posted, plus the derived fields and its caveats."""
+    return case_dict(
+        row.payload,
+        {name: getattr(row, column.key) for name, column in DERIVED.items()},
+        [(c.code, c.message) for c in row.caveats],
+    )
+
+
+def case_dict(
+    payload: dict[str, Any], derived: dict[str, float | None], caveats: list[tuple[str, str]]
+) -> Case:
+    return {**payload, **derived,
+            "caveats": [{"code": code, "message": message} for code, message in caveats]}
+
+
+def get_case(session: Session, report_id: int, case_id: str) -> Case:
+    return case_out(cases_repo.get_case(session, report_id, case_id))
+
+
+def view_cases(session: Session, report_id: int, filters: CaseFilter | None = None) -> list[Case]:
+    """Every case of the report that passes the filters, in report order, unpaged."""
+    return [case_dict(d.payload, d.derived, d.caveats)
+            for d in cases_repo.case_documents(session, report_id, filters)]

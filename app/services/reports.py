@@ -1,0 +1,171 @@
+"""Ingesting reports: validation, dedup (same content or runId), merging a resent run,
+appending cases, and each case's row with its derived metrics and caveats. Between the
+routes (and the CLI) and the repository: it decides what to write, the repository writes
+it, the caller commits (``app.core.db.transaction``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.core.errors import Conflict
+from app.repository import reports as reports_repo
+from app.repository.cases import DERIVED
+from ingest.derived import Caveat, caveats, derive
+from ingest.schema import Case, Meta, Report
+from ingest.series import series_context
+from ingest.validate import validate_case_list, validate_report
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    id: int
+    case_count: int
+    created: bool
+    cases_added: int = 0
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    added: int
+    unchanged: int
+    case_count: int
+
+
+def canonical_sha256(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def ingest(session: Session, raw: Any) -> IngestResult:
+    """Validate a parsed report body and store it: what ``POST /reports`` and
+    ``moescope ingest`` both do. Raises ``InvalidPayload`` naming every problem."""
+    return ingest_report(session, raw, validate_report(raw))
+
+
+def append(session: Session, report_id: int, raw: Any) -> AppendResult:
+    """Validate a parsed ``{"cases": [...]}`` body and append its cases."""
+    case_list = validate_case_list(raw)
+    return append_cases(session, report_id, raw["cases"], case_list.cases)
+
+
+def ingest_report(session: Session, raw: dict[str, Any], report: Report) -> IngestResult:
+    """Store a validated report, or find the one it repeats (same content or runId).
+
+    ``raw`` is the parsed JSON as posted; it is what ``report.json`` gives back."""
+    sha = canonical_sha256(raw)
+    new_id = reports_repo.insert_report(
+        session, content_sha256=sha, run_id=report.meta.runId, date=report.meta.date,
+        gpu=report.meta.gpu, series=series_context(raw["meta"]), source=report.meta.source,
+        meta=raw["meta"],
+        extra={k: v for k, v in raw.items() if k not in ("meta", "cases")},
+    )
+    if new_id is not None:
+        _insert_cases(session, new_id, report.meta, raw["cases"], report.cases, start=0)
+        count = reports_repo.refresh_summary(session, new_id)
+        return IngestResult(new_id, count, created=True, cases_added=count)
+
+    existing = reports_repo.find_repeat(session, sha, report.meta.runId)
+    # The same runId with more cases is a runner resending: merge like an append.
+    added = 0
+    if report.cases:
+        added = append_cases(session, existing, raw["cases"], report.cases).added
+    return IngestResult(existing, reports_repo.case_count(session, existing), created=False,
+                        cases_added=added)
+
+
+def append_cases(
+    session: Session, report_id: int, raw_cases: list[dict[str, Any]], cases: list[Case]
+) -> AppendResult:
+    """Append cases; an id already stored is a no-op when identical, else a 409."""
+    meta = Meta.model_validate(reports_repo.hold_report(session, report_id))
+    ids = [c.id for c in cases]
+    stored = reports_repo.stored_case_hashes(session, report_id, ids)
+    conflicts = [
+        case_id for case_id, raw in zip(ids, raw_cases, strict=True)
+        if case_id in stored and stored[case_id] != canonical_sha256(raw)
+    ]
+    if conflicts:
+        raise Conflict(
+            f"case id(s) already stored with different content: {', '.join(conflicts)}"
+        )
+    new = [(raw, case) for raw, case in zip(raw_cases, cases, strict=True) if case.id not in stored]
+    if new:
+        _insert_cases(session, report_id, meta, [r for r, _ in new], [c for _, c in new],
+                      reports_repo.next_position(session, report_id))
+    count = reports_repo.refresh_summary(session, report_id)
+    return AppendResult(added=len(new), unchanged=len(cases) - len(new), case_count=count)
+
+
+def _insert_cases(
+    session: Session, report_id: int, meta: Meta, raw_cases: list[dict[str, Any]],
+    cases: list[Case], start: int,
+) -> None:
+    rows, all_caveats = case_rows(report_id, meta, raw_cases, cases, start)
+    reports_repo.insert_cases(session, report_id, rows, all_caveats)
+
+
+def case_rows(
+    report_id: int, meta: Meta, raw_cases: list[dict[str, Any]], cases: list[Case], start: int
+) -> tuple[list[dict[str, Any]], list[list[Caveat]]]:
+    """The ``cases`` rows to insert, and each case's caveats (pure: no database)."""
+    rows = []
+    all_caveats = []
+    for offset, (raw, case) in enumerate(zip(raw_cases, cases, strict=True)):
+        derived = derive(meta, case)
+        all_caveats.append(caveats(meta, case, derived))
+        rows.append(_case_row(report_id, start + offset, raw, case, derived.as_dict()))
+    return rows, all_caveats
+
+
+def _case_row(
+    report_id: int, position: int, raw: dict[str, Any], case: Case, derived: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "report_id": report_id,
+        "position": position,
+        "case_id": case.id,
+        "content_sha256": canonical_sha256(raw),
+        "mode": case.mode,
+        "ep": case.ep,
+        "category": case.category,
+        "f": case.F,
+        "imbalance": case.imbalance,
+        "precision": case.precision,
+        "pipeline": case.pipeline,
+        "emulated": case.emulated,
+        "forward_ms": case.forwardMS,
+        "backward_ms": case.backwardMS,
+        "layer_ms": case.layerMS,
+        "useful_tf_per_gpu": case.usefulTFPerGPU,
+        "nvlink_tx_gbps": case.nvlinkTXGBps,
+        "nvlink_rx_gbps": case.nvlinkRXGBps,
+        "nvlink_max_tx_gbps": case.nvlinkMaxTXGBps,
+        "nvlink_max_rx_gbps": case.nvlinkMaxRXGBps,
+        "analytical_hbm_gbps": case.analyticalHBMGBps,
+        "slot_bytes": case.slotBytes,
+        "scratch_bytes": case.scratchBytes,
+        "arena_bytes": case.arenaBytes,
+        "input_bytes": case.inputBytes,
+        "host_scratch_bytes": case.hostScratchBytes,
+        "allocated_peak_gib": case.allocatedPeakGiB,
+        "reserved_peak_gib": case.reservedPeakGiB,
+        "numerical_accepted": case.numericalAccepted,
+        "graph_accepted": case.graphAccepted,
+        "allocation_retries": case.allocationRetries,
+        "ooms": case.ooms,
+        "logical_forward_payload_bytes_rank0": case.logicalForwardPayloadBytesRank0,
+        "forward_flops_per_logical_payload_byte_rank0":
+            case.forwardFlopsPerLogicalPayloadByteRank0,
+        "capacity_rows": case.capacityRows,
+        **{column.key: derived[name] for name, column in DERIVED.items()},
+        "windows": case.windows.model_dump(mode="json", exclude_unset=True),
+        "receive_rows": case.receiveRows,
+        "saved_bytes": case.savedBytes,
+        "recompute": case.recompute,
+        "payload": raw,
+    }
