@@ -80,16 +80,11 @@ def synthetic_report(size: int) -> dict[str, Any]:
 
 
 def ingest(database_url: str, report: dict[str, Any]) -> int:
-    from sqlalchemy.orm import Session
+    from app.core.db import session_scope, transaction
+    from app.services import reports as report_service
 
-    from app.core.db import engine_for
-    from app.services.reports import ingest_report
-    from ingest.validate import validate_report
-
-    with Session(engine_for(database_url)) as session:
-        result = ingest_report(session, report, validate_report(report))
-        session.commit()
-        return result.id
+    with session_scope(database_url) as session, transaction(session):
+        return report_service.ingest(session, report).id
 
 
 def percentiles(samples_ms: list[float]) -> tuple[float, float]:
