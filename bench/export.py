@@ -41,8 +41,9 @@ def dashboard_bench() -> ModuleType:
     return module
 
 
-def in_process_s(url: str, report_id: int, runs: int) -> tuple[float, int]:
-    """Median seconds of ``runs`` cold exports, and the file's size in bytes."""
+def in_process_s(url: str, report_id: int, runs: int) -> tuple[list[float], int]:
+    """Seconds of each of ``runs`` exports (the first also reads the plotly.js bundle and
+    compiles the templates), and the file's size in bytes."""
     from sqlalchemy.orm import Session
 
     from app.core.db import engine_for
@@ -58,7 +59,7 @@ def in_process_s(url: str, report_id: int, runs: int) -> tuple[float, int]:
             html = export_report(session, report_id, CaseFilter()).html
             times.append(time.perf_counter() - start)
         size = len(html.encode("utf-8"))
-    return statistics.median(times), size
+    return times, size
 
 
 def cli_s(url: str, report_id: int, runs: int, out: Path) -> float:
@@ -73,20 +74,17 @@ def cli_s(url: str, report_id: int, runs: int, out: Path) -> float:
     return statistics.median(times)
 
 
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3, help="exports per measurement")
-    parser.add_argument("--cases", type=int, default=5000)
+    parser.add_argument("--cases", type=int, default=None, help="synthetic report size")
     args = parser.parse_args()
     from app.testing import scratch_postgres_database
     from db.migrate import upgrade
 
     bench = dashboard_bench()
+    cases = args.cases or bench.SYNTHETIC_CASES
     admin = os.environ.get("MOESCOPE_BENCH_POSTGRES_URL",
                            "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     failures = 0
@@ -94,21 +92,23 @@ def main() -> int:
             tempfile.TemporaryDirectory() as tmp:
         upgrade(url)
         ids = {"reference": bench.ingest(url, bench.reference_report()),
-               "synthetic": bench.ingest(url, bench.synthetic_report(args.cases))}
-        print(f"Postgres scratch database; synthetic report: {args.cases} cases; "
+               "synthetic": bench.ingest(url, bench.synthetic_report(cases))}
+        print(f"Postgres scratch database; synthetic report: {cases} cases; "
               f"median of {args.runs} runs")
         for name, rid in ids.items():
-            seconds, size = in_process_s(url, rid, args.runs)
+            times, size = in_process_s(url, rid, args.runs)
+            seconds = max(times)
             command = cli_s(url, rid, args.runs, Path(tmp) / f"{name}.html")
             target = TIME_TARGET_S[name]
             size_mb = size / 1e6
             ok = seconds < target and command < target
             size_ok = size_mb < SIZE_TARGET_MB.get(name, float("inf"))
             failures += (not ok) + (not size_ok)
-            size_target = (f" (target < {SIZE_TARGET_MB[name]:g} MB) {verdict(size_ok)}"
+            size_target = (f" (target < {SIZE_TARGET_MB[name]:g} MB) {bench.verdict(size_ok)}"
                            if name in SIZE_TARGET_MB else "")
-            print(f"[{name}] export in process {seconds:.2f} s, through the CLI "
-                  f"{command:.2f} s (target < {target:g} s) {verdict(ok)}; "
+            print(f"[{name}] export in process: first {times[0]:.2f} s, median "
+                  f"{statistics.median(times):.2f} s; through the CLI "
+                  f"{command:.2f} s (target < {target:g} s) {bench.verdict(ok)}; "
                   f"file {size_mb:.2f} MB{size_target}")
     return 1 if failures else 0
 
