@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -25,22 +26,40 @@ class DatasheetPeaks:
     nvlink_gbps_per_direction: float | None
 
 
-# Matched by substring of torch.cuda.get_device_name(), first match wins.
-KNOWN_GPUS: list[tuple[str, DatasheetPeaks]] = [
-    ("GB300", DatasheetPeaks({"bf16": 2500, "mxfp8": 5000, "nvfp4": 15000}, 8000, 900)),
-    ("B300", DatasheetPeaks({"bf16": 2250, "mxfp8": 4500, "nvfp4": 13500}, 8000, 900)),
-    ("GB200", DatasheetPeaks({"bf16": 2500, "mxfp8": 5000, "nvfp4": 10000}, 8000, 900)),
-    ("B200", DatasheetPeaks({"bf16": 2250, "mxfp8": 4500, "nvfp4": 9000}, 8000, 900)),
-    ("H200", DatasheetPeaks({"bf16": 989, "mxfp8": 1979}, 4800, 450)),
-    ("H100", DatasheetPeaks({"bf16": 989, "mxfp8": 1979}, 3350, 450)),
-    ("A100", DatasheetPeaks({"bf16": 312}, 2039, 300)),
+@dataclass(frozen=True)
+class KnownGpu:
+    """A datasheet's GPU: its model word, and the words a device name must also hold when
+    the model comes in variants with other peaks (A100 40GB has less HBM bandwidth)."""
+
+    model: str
+    peaks: DatasheetPeaks
+    requires: frozenset[str] = frozenset()
+
+
+# SXM parts. A device name matches on its whole words, never a substring: "GH200" is not
+# an H200, and a name with a form-factor word (PCIe, NVL) is another part with other peaks
+# (lower clocks and power, other HBM and NVLink), so it gets none rather than the SXM's.
+KNOWN_GPUS: list[KnownGpu] = [
+    KnownGpu("GB300", DatasheetPeaks({"bf16": 2500, "mxfp8": 5000, "nvfp4": 15000}, 8000, 900)),
+    KnownGpu("B300", DatasheetPeaks({"bf16": 2250, "mxfp8": 4500, "nvfp4": 13500}, 8000, 900)),
+    KnownGpu("GB200", DatasheetPeaks({"bf16": 2500, "mxfp8": 5000, "nvfp4": 10000}, 8000, 900)),
+    KnownGpu("B200", DatasheetPeaks({"bf16": 2250, "mxfp8": 4500, "nvfp4": 9000}, 8000, 900)),
+    KnownGpu("H200", DatasheetPeaks({"bf16": 989, "mxfp8": 1979}, 4800, 450)),
+    KnownGpu("H100", DatasheetPeaks({"bf16": 989, "mxfp8": 1979}, 3350, 450)),
+    KnownGpu("A100", DatasheetPeaks({"bf16": 312}, 2039, 300), frozenset({"SXM4", "80GB"})),
 ]
+OTHER_FORM_FACTORS = frozenset({"PCIE", "NVL"})
 
 
 def datasheet_peaks(gpu_name: str) -> DatasheetPeaks | None:
-    for key, peaks in KNOWN_GPUS:
-        if key in gpu_name:
-            return peaks
+    words = [w.upper() for w in re.split(r"[\s\-_/]+", gpu_name) if w]
+    if words[:1] == ["NVIDIA"]:
+        words = words[1:]
+    if not words or OTHER_FORM_FACTORS & set(words):
+        return None
+    for gpu in KNOWN_GPUS:
+        if words[0] == gpu.model and {r.upper() for r in gpu.requires} <= set(words):
+            return gpu.peaks
     return None
 
 
@@ -153,23 +172,43 @@ def nvml_driver_version() -> str | None:
         nvml.nvmlShutdown()
 
 
-def nvlink_counters(device: torch.device) -> tuple[int, int] | None:
-    """(TX, RX) NVLink data bytes so far over all links of this CUDA device, or None
-    without NVML or NVLink."""
+class NvlinkCounters(NamedTuple):
+    tx: int  # bytes so far, over all links
+    rx: int
+    fields: str  # which NVML fields gave them
+
+
+# (name, TX field, RX field, bytes per unit), in the order tried: the throughput fields
+# (KiB), then the NVLink byte counters, which newer GPUs and drivers give where they no
+# longer support the throughput fields (both summed over links with scopeId UINT_MAX).
+NVLINK_FIELDS = (
+    ("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX",
+     "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", 1024),
+    ("NVML_FI_DEV_NVLINK_COUNT_XMIT/RCV_BYTES", "NVML_FI_DEV_NVLINK_COUNT_XMIT_BYTES",
+     "NVML_FI_DEV_NVLINK_COUNT_RCV_BYTES", 1),
+)
+
+
+def nvlink_counters(device: torch.device) -> NvlinkCounters | None:
+    """TX and RX NVLink data bytes so far over all links of this CUDA device, and which
+    fields gave them; None without NVML or NVLink (no field set supported)."""
     nvml = _nvml()
     if nvml is None:
         return None
     try:
         handle = nvml_handle(nvml, device)
-        fields = [(nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, NVML_ALL_LINKS),
-                  (nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, NVML_ALL_LINKS)]
-        values = nvml.nvmlDeviceGetFieldValues(handle, fields)
-        if any(v.nvmlReturn != 0 for v in values):
-            return None
-        # nvml.h: "NVLink TX (RX) Data throughput in KiB", read as running totals (the
-        # NVLink loop takes the difference over its duration).
-        return int(values[0].value.ullVal) * 1024, int(values[1].value.ullVal) * 1024
-    except Exception:  # noqa: BLE001 - field unsupported on this GPU or driver
+        for name, tx_field, rx_field, unit in NVLINK_FIELDS:
+            if not hasattr(nvml, tx_field):  # a pynvml older than the field
+                continue
+            fields = [(getattr(nvml, tx_field), NVML_ALL_LINKS),
+                      (getattr(nvml, rx_field), NVML_ALL_LINKS)]
+            values = nvml.nvmlDeviceGetFieldValues(handle, fields)
+            if all(v.nvmlReturn == 0 for v in values):
+                # Running totals: the NVLink loop takes the difference over its duration.
+                return NvlinkCounters(int(values[0].value.ullVal) * unit,
+                                      int(values[1].value.ullVal) * unit, name)
+        return None
+    except Exception:  # noqa: BLE001 - no such GPU for NVML, or a driver error
         return None
     finally:
         nvml.nvmlShutdown()

@@ -72,7 +72,7 @@ class PlatformFacts:
     hbm_gbps: float | None
     nvlink_gbps_per_direction: float | None
     peaks_source: str  # "datasheet", "matrix override", "none"
-    nvlink_readable: bool = False  # NVML gave this GPU's NVLink counters at start-up
+    nvlink_fields: str | None = None  # the NVML fields that gave NVLink counters at start-up
 
 
 def _median(values: list[float]) -> float:
@@ -229,8 +229,9 @@ def _notes(facts: PlatformFacts, matrix_timing: Timing, pipeline_notes: list[str
         "peakNote": peak,
         "timingNote": timing,
         "bandwidthNote": (
-            "NVLink TX/RX are NVML data counters summed over each GPU's links, over a loop "
-            "of at least one second, mean and max over ranks." if facts.nvlink_readable else
+            f"NVLink TX/RX are NVML data counters ({facts.nvlink_fields}) summed over each "
+            f"GPU's links, over a loop of at least one second, mean and max over ranks."
+            if facts.nvlink_fields else
             "NVLink not measured (no NVML NVLink counters on this GPU: no NVML, or no "
             "NVLink): the NVLink fields are null." if facts.cuda else
             "NVLink not measured (no GPU, no NVML): the NVLink fields are null.")

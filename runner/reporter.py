@@ -55,8 +55,13 @@ def platform_facts(plat: Platform, matrix: Matrix, world: int) -> PlatformFacts:
         nvlink_gbps_per_direction=(overrides.nvlink_gbps_per_direction
                                    or (sheet.nvlink_gbps_per_direction if sheet else None)),
         peaks_source=source,
-        nvlink_readable=plat.cuda and nvlink_counters(plat.device) is not None,
+        nvlink_fields=_nvlink_fields(plat),
     )
+
+
+def _nvlink_fields(plat: Platform) -> str | None:
+    counters = nvlink_counters(plat.device) if plat.cuda else None
+    return counters.fields if counters else None
 
 
 class Reporter:

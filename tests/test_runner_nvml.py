@@ -8,15 +8,18 @@ the runner makes, and that every ``nvmlInit`` is paired with an ``nvmlShutdown``
 from __future__ import annotations
 
 import sys
+import time
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 
-from runner import platform
+from runner import gpustate, platform
 
 TX, RX = 138, 139
+XMIT_BYTES, RCV_BYTES = 202, 204
+NOT_SUPPORTED = 3  # nvml.h NVML_ERROR_NOT_SUPPORTED
 UUID = "8a6b3f1e-0c2d-4e5f-9a8b-7c6d5e4f3a2b"
 LINKS = 18
 
@@ -26,9 +29,12 @@ class FakeNvml:
 
     NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX = TX
     NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = RX
+    NVML_FI_DEV_NVLINK_COUNT_XMIT_BYTES = XMIT_BYTES
+    NVML_FI_DEV_NVLINK_COUNT_RCV_BYTES = RCV_BYTES
 
     def __init__(self) -> None:
         self.initialised = 0
+        self.throughput_supported = True  # newer GPUs and drivers: byte counters only
         self.handles = {"GPU-other": "handle-0", f"GPU-{UUID}": "handle-1"}
 
     def nvmlInit(self) -> None:  # noqa: N802 - pynvml's names
@@ -40,14 +46,37 @@ class FakeNvml:
     def nvmlDeviceGetHandleByUUID(self, uuid: str) -> str:  # noqa: N802
         return self.handles[uuid]
 
+    # GPU state: each read of our GPU steps through CLOCKS; the other GPU is idle.
+    NVML_CLOCK_SM, NVML_TEMPERATURE_GPU = 1, 0
+    reads = 0
+
+    def nvmlDeviceGetClockInfo(self, handle: str, kind: int) -> int:  # noqa: N802
+        assert (handle, kind) == ("handle-1", 1)
+        self.reads += 1
+        return CLOCKS[self.reads % len(CLOCKS)]
+
+    def nvmlDeviceGetPowerUsage(self, handle: str) -> int:  # noqa: N802
+        return 650_000 + 1000 * self.reads  # mW
+
+    def nvmlDeviceGetTemperature(self, handle: str, sensor: int) -> int:  # noqa: N802
+        return 60 + self.reads % 5
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: str) -> int:  # noqa: N802
+        return 0x4 if self.reads == 2 else 0x1  # one sample power-capped
+
     def nvmlDeviceGetFieldValues(self, handle: str, fields: list[Any]) -> list[Any]:  # noqa: N802
         per_link_kib = {"handle-0": 7, "handle-1": 100}[handle]
         values = []
         for field in fields:
             field_id, scope = field if isinstance(field, tuple) else (field, 0)
             kib = per_link_kib * (LINKS if scope == 0xFFFFFFFF else 1)
-            kib *= 2 if field_id == RX else 1
-            values.append(SimpleNamespace(nvmlReturn=0, value=SimpleNamespace(ullVal=kib)))
+            kib *= 2 if field_id in (RX, RCV_BYTES) else 1
+            status = 0
+            if field_id in (TX, RX):
+                status = 0 if self.throughput_supported else NOT_SUPPORTED
+            value = kib if field_id in (TX, RX) else kib * 1024  # the counters count bytes
+            values.append(SimpleNamespace(nvmlReturn=status,
+                                          value=SimpleNamespace(ullVal=value)))
         return values
 
 
@@ -62,7 +91,18 @@ def nvml(monkeypatch: pytest.MonkeyPatch) -> FakeNvml:
 
 def test_counters_sum_every_link_of_this_cuda_device(nvml: FakeNvml) -> None:
     counters = platform.nvlink_counters(torch.device("cuda", 0))
-    assert counters == (100 * LINKS * 1024, 200 * LINKS * 1024)
+    assert counters is not None
+    assert (counters.tx, counters.rx) == (100 * LINKS * 1024, 200 * LINKS * 1024)
+    assert counters.fields == "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX"
+    assert nvml.initialised == 0
+
+
+def test_byte_counters_where_the_throughput_fields_are_unsupported(nvml: FakeNvml) -> None:
+    nvml.throughput_supported = False
+    counters = platform.nvlink_counters(torch.device("cuda", 0))
+    assert counters is not None
+    assert (counters.tx, counters.rx) == (100 * LINKS * 1024, 200 * LINKS * 1024)
+    assert counters.fields == "NVML_FI_DEV_NVLINK_COUNT_XMIT/RCV_BYTES"
     assert nvml.initialised == 0
 
 
@@ -72,18 +112,101 @@ def test_driver_version_shuts_nvml_down(nvml: FakeNvml) -> None:
     assert nvml.initialised == 0
 
 
-@pytest.mark.parametrize(("cuda", "readable", "says"), [
-    (True, True, "NVLink TX/RX are NVML data counters"),
-    (True, False, "no NVML NVLink counters on this GPU"),
-    (False, False, "no GPU, no NVML"),
+@pytest.mark.parametrize(("cuda", "fields", "says"), [
+    (True, "NVML_FI_DEV_NVLINK_COUNT_XMIT/RCV_BYTES",
+     "NVLink TX/RX are NVML data counters (NVML_FI_DEV_NVLINK_COUNT_XMIT/RCV_BYTES)"),
+    (True, None, "no NVML NVLink counters on this GPU"),
+    (False, None, "no GPU, no NVML"),
 ])
-def test_the_bandwidth_note_says_whether_nvlink_was_read(
-        cuda: bool, readable: bool, says: str) -> None:
+def test_the_bandwidth_note_says_whether_nvlink_was_read_and_how(
+        cuda: bool, fields: str | None, says: str) -> None:
     from runner.matrix import parse_matrix
     from runner.report import PlatformFacts, build_meta
 
     matrix = parse_matrix({"shape": {"T": 8, "D": 32, "E": 2, "K": 1}, "matrix": {
         "mode": "inference", "ep": 1, "precision": "bf16", "pipeline": "standard", "F": 32,
         "imbalance": 1, "category": "c"}})
-    facts = PlatformFacts("GPU", cuda, {}, {}, None, None, "none", nvlink_readable=readable)
+    facts = PlatformFacts("GPU", cuda, {}, {}, None, None, "none", nvlink_fields=fields)
     assert says in build_meta(matrix, facts, "run", [], [], [])["bandwidthNote"]
+
+
+CLOCKS = (1980, 1755, 1830)
+
+
+def test_gpu_state_is_sampled_until_the_windows_end(nvml: FakeNvml) -> None:
+    sampler = gpustate.Sampler(torch.device("cuda", 0))
+    with sampler:
+        time.sleep(0.15)
+        assert nvml.initialised == 1 and sampler._thread is not None
+    assert sampler._thread is None and nvml.initialised == 0
+    reads = nvml.reads
+    time.sleep(0.05)
+    assert nvml.reads == reads  # stopped
+    state, reason = sampler.state()
+    assert reason is None and state is not None
+    assert state["samples"] == reads >= 4  # entry, ~7 in the loop, exit
+    assert (state["smClockMinMHz"], state["smClockMaxMHz"]) == (1755, 1980)
+    assert state["powerMaxW"] == (650_000 + 1000 * reads) / 1000
+    assert state["temperatureMaxC"] == max(60 + r % 5 for r in range(1, reads + 1))
+    assert state["throttleReasons"] == 0x5
+    assert state["throttleReasonNames"] == ["gpu_idle", "sw_power_cap"]
+
+
+def test_the_sampler_stops_when_the_windows_raise(nvml: FakeNvml) -> None:
+    sampler = gpustate.Sampler(torch.device("cuda", 0))
+    with pytest.raises(torch.OutOfMemoryError), sampler:
+        raise torch.OutOfMemoryError("in the windows")
+    assert sampler._thread is None and nvml.initialised == 0
+    assert sampler.state()[0] is not None
+
+
+def test_no_gpu_state_without_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    cpu = gpustate.Sampler(torch.device("cpu"))
+    with cpu:
+        pass
+    assert cpu.state() == (None, gpustate.NO_GPU)
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails as without the library
+    gpu = gpustate.Sampler(torch.device("cuda", 0))
+    with gpu:
+        pass
+    state, reason = gpu.state()
+    assert state is None and reason is not None and reason.startswith("NVML unavailable")
+
+
+H100_SXM = platform.KNOWN_GPUS[5].peaks
+
+
+@pytest.mark.parametrize(("name", "model"), [
+    ("NVIDIA H100 80GB HBM3", "H100"),  # the SXM part, as torch names it
+    ("NVIDIA H100 PCIe", None),  # 756 bf16 TFLOP/s, 2 TB/s: not the SXM's peaks
+    ("NVIDIA H100 NVL", None),
+    ("NVIDIA H200", "H200"),
+    ("NVIDIA H200 NVL", None),
+    ("NVIDIA GH200 480GB", None),  # not an H200 (a substring match said so)
+    ("NVIDIA B200", "B200"),
+    ("NVIDIA GB200", "GB200"),
+    ("NVIDIA A100-SXM4-80GB", "A100"),
+    ("NVIDIA A100-SXM4-40GB", None),  # 1555 GB/s of HBM, not 2039
+    ("NVIDIA A100 80GB PCIe", None),
+    ("NVIDIA GeForce RTX 4090", None),
+])
+def test_peaks_match_whole_names_only(name: str, model: str | None) -> None:
+    peaks = platform.datasheet_peaks(name)
+    expected = next((g.peaks for g in platform.KNOWN_GPUS if g.model == model), None)
+    assert peaks == expected
+    if model == "H100":
+        assert peaks == H100_SXM and peaks is not None and peaks.hbm_gbps == 3350
+
+
+def test_gpu_state_over_ranks() -> None:
+    from runner.report import merge_gpu_states
+
+    def rank(lo: float, hi: float, watts: float, celsius: float, bits: int) -> dict[str, Any]:
+        return {"smClockMinMHz": lo, "smClockMaxMHz": hi, "powerMaxW": watts,
+                "temperatureMaxC": celsius, "throttleReasons": bits, "samples": 10}
+
+    merged = merge_gpu_states([rank(1800, 1980, 690, 70, 0x1), rank(1600, 1900, 700, 66, 0x40)])
+    assert merged == {"smClockMinMHz": 1600, "smClockMaxMHz": 1980, "powerMaxW": 700,
+                      "temperatureMaxC": 70, "throttleReasons": 0x41,
+                      "throttleReasonNames": ["gpu_idle", "hw_thermal"], "samples": 20}
+    assert merge_gpu_states([rank(1800, 1980, 690, 70, 0), None]) is None
