@@ -54,11 +54,16 @@ def test_dashboard_needs_a_read_token(
         assert "HttpOnly" in set_cookie and "SameSite=Strict" in set_cookie
         assert client.get(page).status_code == 200
         assert client.get("/_dash-layout").status_code == 200
+        # The page's links to the API (report.json, the HTML export) take the cookie too.
+        for link in (f"/api/v1/reports/{report_id}/report.json",
+                     f"/api/v1/reports/{report_id}/export.html?precision=bf16"):
+            assert client.get(link).status_code == 200
 
         # Signing out drops the cookie; a bearer header serves scripts as well.
         client.get("/logout")
         client.cookies.clear()
         assert client.get(page).status_code == 303
+        assert client.get(f"/api/v1/reports/{report_id}/export.html").status_code == 401
         assert client.get(page, headers=auth("read")).status_code == 200
 
 

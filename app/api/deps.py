@@ -11,6 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from app.core.config import get_settings
 from app.core.db import SessionDep
 from app.core.errors import Forbidden, Unauthorized
+from app.core.read_gate import COOKIE
 from app.models import TokenRow
 from app.repository import tokens
 from ingest.validate import parse_json
@@ -37,10 +38,16 @@ def require(scope: str) -> Callable[..., TokenRow]:
     return dependency
 
 
-def read_access(session: SessionDep, credentials: Credentials) -> TokenRow | None:
-    """Reads are open unless MOESCOPE_REQUIRE_READ_TOKEN is set."""
+def read_access(request: Request, session: SessionDep,
+                credentials: Credentials) -> TokenRow | None:
+    """Reads are open unless MOESCOPE_REQUIRE_READ_TOKEN is set. A browser signed in to the
+    dashboard has its cookie instead of a bearer header: the pages' links to report.json
+    and to the HTML export are reads too."""
     if not get_settings().require_read_token:
         return None
+    cookie = request.cookies.get(COOKIE)
+    if credentials is None and cookie:
+        credentials = HTTPAuthorizationCredentials(scheme="Bearer", credentials=cookie)
     return _authorise(session, credentials, "read")
 
 
