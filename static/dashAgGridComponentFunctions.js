@@ -34,3 +34,19 @@ dagfuncs.caseNumber = function (value) {
   return Number.isInteger(value) ? value.toLocaleString("en-US")
     : value.toLocaleString("en-US", { maximumSignificantDigits: 4 });
 };
+
+// A case's layer-time change against its history, linking to its history page. The href
+// is built by the server (/history?... from the report's own ids and GPU, URL-encoded).
+dagcomponentfuncs.HistoryTrend = function (props) {
+  var row = props.data || {};
+  if (!row.historyHref || String(row.historyHref).indexOf("/history?") !== 0) {
+    return null;
+  }
+  var status = String(row.historyStatus || "").replace(/[^a-z_]/g, "");
+  var arrow = status === "regression" ? "\u25b2 " : status === "improvement" ? "\u25bc " : "";
+  var text = typeof props.value === "number"
+    ? arrow + (props.value > 0 ? "+" : "") + props.value.toFixed(1) + " %"
+    : "too few reports";
+  return React.createElement("a", { href: row.historyHref, className: "trend trend-" + status },
+    text);
+};

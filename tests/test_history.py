@@ -7,10 +7,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import plotly.graph_objects as go
 import pytest
 from history_helpers import ingest, synthetic_series
 from sqlalchemy.orm import Session
 
+from app import figures
 from app.core.errors import NotFound
 from app.services.history import case_history, report_regressions
 from ingest.regressions import Settings
@@ -97,3 +99,33 @@ def test_history_order_and_content(session: Session, reference: Body) -> None:
         case_history(session, "no-such-case", gpu)
     with pytest.raises(NotFound):
         case_history(session, case_id, gpu, "0" * 16)
+
+
+def test_history_chart_marks_the_flagged_point_and_its_quiet_zone() -> None:
+    def point(report_id: int, layer: float, status: str, baseline: float | None = None,
+              change: float | None = None, noise: float | None = None) -> dict[str, Any]:
+        return {"reportId": report_id, "date": f"2026-10-0{report_id}", "layerMS": layer,
+                "windowMinMS": layer * 0.99, "windowMaxMS": layer * 1.01,
+                "windowSpreadPercent": 2.0, "usefulTFPerGPU": 100 / layer,
+                "percentOfPeak": None, "status": status, "baseline": baseline,
+                "changePercent": change, "baselinePoints": report_id - 1,
+                "noisePercent": noise}
+
+    points = [point(1, 1.0, "insufficient_history"), point(2, 1.0, "insufficient_history"),
+              point(3, 1.0, "insufficient_history"),
+              point(4, 1.01, "unchanged", 1.0, 1.0, 2.0),
+              point(5, 1.2, "regression", 1.0, 20.0, 8.0)]
+    specs = figures.history_specs(points)
+    for spec in specs.values():
+        go.Figure(figures.to_figure(spec).to_dict())  # a validating round trip accepts it
+    layer = figures.to_figure(specs["layer-time"])
+    by_name = {trace.name: trace for trace in layer.data}
+    assert list(by_name["regression"].x) == ["2026-10-05 #5"]
+    assert list(by_name["regression"].text) == ["+20.0 %"]
+    assert list(by_name["improvement"].x) == []
+    # The band a point could land in unflagged: baseline +- max(5 % threshold, its noise).
+    upper, lower = layer.data[0], layer.data[1]
+    assert list(upper.y) == [None, None, None, pytest.approx(1.05), pytest.approx(1.08)]
+    assert list(lower.y) == [None, None, None, pytest.approx(0.95), pytest.approx(0.92)]
+    # The y axis leaves room above the highest window for the flag's label.
+    assert layer.layout.yaxis.range == (0, pytest.approx(1.2 * 1.01 * 1.18))

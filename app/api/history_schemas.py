@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, Literal
-from urllib.parse import urlencode
 
 from pydantic import BaseModel, ConfigDict
 
-from app.services.history import CaseHistory, CaseVerdict, JudgedPoint, ReportVerdicts
+from app.services.history import (
+    CaseHistory,
+    CaseVerdict,
+    ReportVerdicts,
+    history_path,
+    point_dict,
+)
 from ingest.regressions import Status
 
 
@@ -36,11 +41,6 @@ class ReportRegressions(Out):
     counts: dict[Status, int]
 
 
-def history_url(gpu: str, case_id: str, series: str) -> str:
-    """The dashboard's history page of one case's series."""
-    return "/history?" + urlencode({"caseId": case_id, "gpu": gpu, "series": series})
-
-
 def regression_out(item: CaseVerdict, gpu: str, series: str) -> Regression:
     v = item.verdict
     assert v.status in ("regression", "improvement")
@@ -49,7 +49,7 @@ def regression_out(item: CaseVerdict, gpu: str, series: str) -> Regression:
     return Regression(
         caseId=item.case_id, kind=v.status, metric=v.metric, changePercent=v.change_percent,
         baseline=v.baseline, baselinePoints=v.baseline_points, noisePercent=v.noise_percent,
-        historyUrl=history_url(gpu, item.case_id, series),
+        historyUrl=history_path(item.case_id, gpu, series),
     )
 
 
@@ -80,6 +80,8 @@ class HistoryPointOut(Out):
     status: Status
     changePercent: float | None
     baseline: float | None
+    baselinePoints: int
+    noisePercent: float | None
 
 
 class HistoryOut(Out):
@@ -90,19 +92,9 @@ class HistoryOut(Out):
     points: list[HistoryPointOut]
 
 
-def _point_out(judged: JudgedPoint) -> HistoryPointOut:
-    p, v = judged.point, judged.verdict
-    return HistoryPointOut(
-        reportId=p.report_id, date=p.date, ingestedAt=p.created_at, layerMS=p.layer_ms,
-        windowMinMS=p.window_min_ms, windowMaxMS=p.window_max_ms,
-        windowSpreadPercent=p.window_spread_percent, usefulTFPerGPU=p.useful_tf_per_gpu,
-        percentOfPeak=p.percent_of_peak, status=v.status, changePercent=v.change_percent,
-        baseline=v.baseline,
-    )
-
-
 def history_out(history: CaseHistory) -> HistoryOut:
     return HistoryOut(
         caseId=history.case_id, series=history.series, seriesFields=history.fields,
-        otherSeries=history.other_series, points=[_point_out(p) for p in history.points],
+        otherSeries=history.other_series,
+        points=[HistoryPointOut(**point_dict(p)) for p in history.points],
     )

@@ -11,11 +11,13 @@ dashboard hands specs straight to ``dcc.Graph``; the tests validate every figure
 
 The modules: ``style`` (colours, markers, escaping), ``layout`` (the frame of a chart),
 ``traces`` (per-case traces), ``report_charts`` and ``panel_charts`` (the nine report
-charts), ``charts`` (them listed with their notes), ``case_charts`` (one case).
+charts), ``charts`` (them listed with their notes), ``case_charts`` (one case),
+``history_charts`` (one case across reports).
 """
 
 from app.figures.case_charts import case_figures, case_memory_spec, case_specs, case_windows
 from app.figures.charts import CHARTS, Chart, report_figures
+from app.figures.history_charts import history_specs, verdict_text
 from app.figures.layout import to_figure
 from app.figures.panel_charts import matching_series, memory_spec, scaling_spec
 from app.figures.style import (
@@ -30,7 +32,7 @@ from app.figures.style import (
 
 __all__ = [
     "CHARTS", "Case", "Chart", "Meta", "Spec", "case_figures", "case_memory_spec",
-    "case_specs", "case_windows", "matching_series", "memory_spec", "pipeline_pattern",
-    "pipeline_symbol", "precision_colour", "report_figures", "scaling_spec", "text",
-    "to_figure",
+    "case_specs", "case_windows", "history_specs", "matching_series", "memory_spec",
+    "pipeline_pattern", "pipeline_symbol", "precision_colour", "report_figures", "scaling_spec",
+    "text", "to_figure", "verdict_text",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from sqlalchemy.orm import Session
 
@@ -93,3 +94,22 @@ def judged(points: list[history_repo.HistoryPoint], settings: Settings) -> list[
     """Each point with its verdict against the points before it (as it was when new)."""
     plain = [Point(p.layer_ms, p.window_spread_percent) for p in points]
     return [JudgedPoint(p, judge(plain[:i], plain[i], settings)) for i, p in enumerate(points)]
+
+
+def point_dict(judged: JudgedPoint) -> dict[str, Any]:
+    """A judged point as plain data (the API's field names): what the history endpoint
+    returns and what the history charts and table draw."""
+    p, v = judged.point, judged.verdict
+    return {
+        "reportId": p.report_id, "date": p.date, "ingestedAt": p.created_at,
+        "layerMS": p.layer_ms, "windowMinMS": p.window_min_ms, "windowMaxMS": p.window_max_ms,
+        "windowSpreadPercent": p.window_spread_percent, "usefulTFPerGPU": p.useful_tf_per_gpu,
+        "percentOfPeak": p.percent_of_peak, "status": v.status,
+        "changePercent": v.change_percent, "baseline": v.baseline,
+        "baselinePoints": v.baseline_points, "noisePercent": v.noise_percent,
+    }
+
+
+def history_path(case_id: str, gpu: str, series: str) -> str:
+    """The dashboard's history page of one case's series."""
+    return "/history?" + urlencode({"caseId": case_id, "gpu": gpu, "series": series})

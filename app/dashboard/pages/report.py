@@ -12,7 +12,16 @@ from dash import Input, Output, State, callback, clientside_callback, dcc, html
 from app import figures
 from app.core.db import session_scope
 from app.core.errors import NotFound
-from app.dashboard import case_table, case_view, charts, filters, links, report_view
+from app.dashboard import (
+    case_table,
+    case_view,
+    charts,
+    filters,
+    history_view,
+    links,
+    moved_cases,
+    report_view,
+)
 from app.dashboard.components import (
     GRAPH_CONFIG,
     caveat_badges,
@@ -102,7 +111,8 @@ COLUMN_DEFS: list[dict[str, Any]] = [
 def case_grid() -> dag.AgGrid:
     """Empty at first: its rows come from ``report-rows`` once the charts are drawn."""
     return dag.AgGrid(
-        id="report-grid", rowData=[], columnDefs=COLUMN_DEFS,
+        id="report-grid", rowData=[],
+        columnDefs=[COLUMN_DEFS[0], moved_cases.TREND_COLUMN, *COLUMN_DEFS[1:]],
         defaultColDef={"sortable": True, "filter": True, "resizable": True, "minWidth": 90},
         dashGridOptions={"pagination": True, "paginationPageSize": 50,
                          "animateRows": False},
@@ -117,10 +127,12 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
             if rid is None:
                 raise NotFound(f"report {report_id} does not exist")
             view = report_view.report_view(session, rid, filters.filters_from_query(query))
+            marks = history_view.report_marks(session, rid)
         except NotFound as exc:
             return not_found(exc.detail)
     return html.Div([
         dcc.Store(id="report-id", data=rid),
+        dcc.Store(id="report-history-marks", data=marks.marks),
         dcc.Store(id="report-search", data=view.search),
         dcc.Store(id="report-search-applied"),
         header(view.header, links.report_export_href(rid, view.filters)),
@@ -128,6 +140,7 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         html.Div(view.count_text, id="report-count", className="count"),
         html.Div(view.banner, id="report-cap-banner", className="cap-banner",
                  hidden=not view.banner),
+        moved_cases.moved_cases_section(marks),
         html.Div(style_legend(view.charted), id="report-legend", className="style-legend"),
         html.Div(chart_rows(view.panels), id="report-charts"),
         html.Section([html.H2("Report notes"),
@@ -180,7 +193,7 @@ clientside_callback(
 # The table sits below the charts: its rows go in once the charts are drawn (or after
 # 5 s), so that the grid's own layout work does not hold the charts back on first load.
 clientside_callback(
-    """async function (rows) {
+    """async function (rows, marks) {
         const start = performance.now();
         const charts = () => document.querySelectorAll('#report-charts .chart').length;
         const drawn = () => Array.from(document.querySelectorAll('#report-charts .js-plotly-plot'))
@@ -188,9 +201,11 @@ clientside_callback(
         while (drawn() < charts() && performance.now() - start < 5000) {
             await new Promise(resolve => setTimeout(resolve, 50));
         }
-        return rows;
+        // Each case's mark against its history (moved_cases.TREND_COLUMN).
+        return rows.map(row => Object.assign({}, row, (marks || {})[row.id] || {}));
     }""",
     Output("report-grid", "rowData"), Input("report-rows", "data"),
+    State("report-history-marks", "data"),
 )
 
 

@@ -1,0 +1,108 @@
+"""The history page and the report page's history marks in headless Chromium, against a
+live ``moescope serve`` on Postgres holding a synthetic series (three cases slowed 15 %,
+one sped up 12 % in the newest report). Screenshots: test-output/screenshots/history-*."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from urllib.parse import parse_qs, urlparse
+
+import httpx
+import pytest
+import test_dashboard_browser
+from conftest import _REFERENCE, LiveServer, fresh_postgres_database, live_server
+from history_helpers import synthetic_series
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from sqlalchemy.orm import Session
+from test_dashboard_browser import (
+    SCREENSHOTS,
+    require_chromium,
+    shot,
+    wait_for,
+    wait_for_charts,
+)
+
+from app.core.db import engine_for
+from app.repository import tokens
+
+pytestmark = pytest.mark.live
+
+# The dashboard tests' browser and page fixtures, shared rather than written again.
+browser = test_dashboard_browser.browser
+page = test_dashboard_browser.page
+
+IDS = [c["id"] for c in _REFERENCE["cases"]]
+SLOWED, SPED = [IDS[0], IDS[20], IDS[45]], IDS[36]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[tuple[LiveServer, dict[str, int]]]:
+    require_chromium()
+    reports = synthetic_series(_REFERENCE, 8, seed=2,
+                               newest_factor={**dict.fromkeys(SLOWED, 1.15), SPED: 0.88})
+    with fresh_postgres_database() as url, \
+            live_server(url, tmp_path_factory.mktemp("history-live")) as live:
+        with Session(engine_for(url)) as session:
+            _, token = tokens.create_token(session, "history-browser", "ingest")
+            session.commit()
+        ids = []
+        for report in reports:
+            response = httpx.post(live.url + "/api/v1/reports", json=report, timeout=60,
+                                  headers={"Authorization": f"Bearer {token}"})
+            assert response.status_code == 201, response.text
+            ids.append(response.json()["id"])
+        yield live, {"first": ids[0], "newest": ids[-1]}
+        engine_for(url).dispose()
+
+
+def test_report_page_marks_the_moved_cases(
+    page: Callable[[str], WebDriver], server: tuple[LiveServer, dict[str, int]]
+) -> None:
+    driver = page(f"/reports/{server[1]['newest']}")
+    wait_for_charts(driver, 9)
+    moved = driver.find_element(By.ID, "report-moved")
+    assert "4 of 63 cases judged moved past 5 %" in moved.text
+    rows = [r.text for r in moved.find_elements(By.CSS_SELECTOR, "tbody tr")]
+    assert sorted(r.split()[1] for r in rows) == sorted([*SLOWED, SPED])
+    assert sum(r.startswith("regression") for r in rows) == 3
+    # The table: every case carries its change against history, flagged ones with an arrow.
+    marks = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".ag-row a.trend"),
+                     "history marks in the case table")
+    texts = [m.text for m in marks]
+    assert any(t.startswith("\u25b2 +1") for t in texts), texts
+    href = urlparse(marks[0].get_attribute("href"))
+    assert href.path == "/history"
+    assert parse_qs(href.query)["gpu"] == [_REFERENCE["meta"]["gpu"]]
+    shot(driver, "history-report-flagged")
+    # At the size a person reads them: the summary above the charts, and the table.
+    driver.execute_script("window.scrollTo(0, 0)")
+    driver.save_screenshot(str(SCREENSHOTS / "history-report-top.png"))
+    driver.execute_script("document.getElementById('report-grid').scrollIntoView()")
+    driver.save_screenshot(str(SCREENSHOTS / "history-report-table.png"))
+
+
+def test_history_page_draws_the_trend(
+    page: Callable[[str], WebDriver], server: tuple[LiveServer, dict[str, int]]
+) -> None:
+    driver = page(f"/reports/{server[1]['newest']}")
+    link = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#report-moved a"),
+                    "a moved case's history link")[0]
+    case_id = link.text
+    link.click()
+    charts = wait_for_charts(driver, 2)
+    assert set(charts) >= {"history-graph-layer-time", "history-graph-throughput"}
+    assert driver.find_element(By.ID, "history-case-id").text == case_id
+    verdict = driver.find_element(By.ID, "history-verdict")
+    assert f"report #{server[1]['newest']}: regression, layer time +1" in verdict.text
+    points = driver.find_elements(By.CSS_SELECTOR, "#history-points tbody tr")
+    assert len(points) == 8
+    assert points[-1].text.split()[1] == f"#{server[1]['first']}"
+    shot(driver, "history-page")
+
+
+def test_history_page_without_a_case_says_so(page: Callable[[str], WebDriver]) -> None:
+    driver = page("/history?caseId=nope&gpu=none")
+    found = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".empty"), "message")
+    assert "no report on GPU 'none' holds case 'nope'" in found[0].text
