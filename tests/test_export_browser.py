@@ -26,11 +26,10 @@ from test_dashboard_browser import start_chromium
 from app import figures
 from app.core.db import engine_for
 from app.export.service import export_compare, export_report
-from app.repository import reports as reports_repo
 from app.repository.cases import CaseFilter
+from app.services import reports as report_service
 from app.testing import REPO
 from db.migrate import upgrade
-from ingest.validate import validate_report
 
 pytestmark = pytest.mark.live
 
@@ -66,8 +65,7 @@ def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with Session(engine_for(url)) as session:
         ids = {}
         for name, report in (("reference", copy.deepcopy(_REFERENCE)), ("scripted", scripted)):
-            ids[name] = reports_repo.ingest_report(session, report,
-                                                   validate_report(report)).id
+            ids[name] = report_service.ingest(session, report).id
         session.commit()
         documents = {
             "reference": export_report(session, ids["reference"], CaseFilter()),
@@ -242,3 +240,4 @@ def _each_chart_whole_on_its_page(path: Path, pages: int) -> None:
     headings = sum(bool(re.search(rf"^\s*{re.escape(c.title)}\s*$", t, re.M))
                    for c in figures.CHARTS for t in texts)
     assert headings == len(figures.CHARTS)
+
