@@ -73,12 +73,12 @@ def skip_reason(spec: CaseSpec, matrix: Matrix, world: int) -> str | None:
     return None
 
 
-def _groups(world: int, eps: set[int]) -> dict[int, Any]:
+def _groups(world: int, eps: set[int], ep1_group: bool) -> dict[int, Any]:
     groups: dict[int, Any] = {}
     for ep in sorted(eps):
         if ep > world:
             continue
-        if ep == 1:
+        if ep == 1 and not ep1_group:
             groups[ep] = None
         elif ep == world:
             groups[ep] = dist.group.WORLD
@@ -105,7 +105,7 @@ def worker_main(rank: int, world: int, opts: RunOptions) -> int:
 
 def _worker(rank: int, world: int, opts: RunOptions, plat: Platform) -> int:
     matrix = opts.matrix
-    groups = _groups(world, {c.ep for c in matrix.cases})
+    groups = _groups(world, {c.ep for c in matrix.cases}, matrix.ep1_group)
     skipped = {c.id: r for c in matrix.cases if (r := skip_reason(c, matrix, world))}
     runnable = [c for c in matrix.cases if c.id not in skipped]
     reporter: Reporter | None = None

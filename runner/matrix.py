@@ -29,6 +29,8 @@ flush_l2 = true    # zero a 256 MiB buffer before each timed iteration (default:
 
 capacity_factor = 8
 seed = 0
+ep1_group = false  # true: EP 1 cases still run their collectives, in a one-rank group
+
 
 [peaks]            # optional overrides of the known-GPU table
 tf = { bf16 = 989.0 }
@@ -51,7 +53,8 @@ from typing import Any
 from runner.spec import MODES, PIPELINES, PRECISIONS, CaseSpec, Shape, SpecError, check_spec
 
 CASE_KEYS = ("mode", "ep", "precision", "pipeline", "F", "imbalance", "category")
-TOP_KEYS = {"shape", "matrix", "case", "timing", "capacity_factor", "seed", "peaks"}
+TOP_KEYS = {"shape", "matrix", "case", "timing", "capacity_factor", "seed", "peaks",
+            "ep1_group"}
 PEAK_KEYS = {"tf", "hbm_gbps", "nvlink_gbps_per_direction"}
 DEFAULT_WARMUP = 5
 DEFAULT_WARMUP_MS = 200.0
@@ -93,6 +96,9 @@ class Matrix:
     cases: list[CaseSpec]
     timing: Timing = Timing()
     capacity_factor: int = 8
+    # EP 1 cases run their collectives (all_to_all_single, functional collectives, NCCL in
+    # CUDA graphs) in a one-rank group, instead of skipping them: the GPU check on one GPU.
+    ep1_group: bool = False
     seed: int = 0
     peaks: Peaks = Peaks()
 
@@ -131,7 +137,15 @@ def parse_matrix(data: dict[str, Any]) -> Matrix:
         capacity_factor=_int(data, "capacity_factor", "capacity_factor", 8, minimum=1),
         seed=_int(data, "seed", "seed", 0, minimum=0),
         peaks=_peaks(_table(data, "peaks")),
+        ep1_group=_bool(data, "ep1_group", "ep1_group", False),
     )
+
+
+def _bool(table: dict[str, Any], key: str, where: str, default: bool) -> bool:
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise MatrixError(where, f"must be true or false, got {value!r}")
+    return value
 
 
 def _table(data: dict[str, Any], key: str, required: bool = False) -> dict[str, Any]:
@@ -178,9 +192,7 @@ def _timing(table: dict[str, Any]) -> Timing:
     if unknown:
         raise MatrixError(f"timing.{unknown[0]}",
                           f"unknown key (expected {', '.join(TIMING_KEYS)})")
-    flush = table.get("flush_l2")
-    if flush is not None and not isinstance(flush, bool):
-        raise MatrixError("timing.flush_l2", f"must be true or false, got {flush!r}")
+    flush = _bool(table, "flush_l2", "timing.flush_l2", False) if "flush_l2" in table else None
     return Timing(
         windows=_int(table, "windows", "timing.windows", 5),
         iterations=_int(table, "iterations", "timing.iterations", 30),

@@ -301,6 +301,7 @@ def build_meta(matrix: Matrix, facts: PlatformFacts, run_id: str, pipeline_notes
                    "flushL2": matrix.timing.flush_l2},
         "seed": matrix.seed,
         "capacityFactor": matrix.capacity_factor,
+        "ep1Group": matrix.ep1_group,
     }
     return meta
 
