@@ -16,7 +16,9 @@ from app.export.footer import Footer
 from app.export.summary import summary_rows
 from app.figures import Case
 from app.repository.cases import CaseFilter
+from app.services.history import CaseVerdict, ReportVerdicts
 from ingest.derived import report_notes
+from ingest.regressions import Settings
 
 _TEXT_COLUMNS = {"id", "mode", "precision", "pipeline", "category", "caveats"}
 
@@ -45,7 +47,28 @@ def chart_id(key: str) -> str:
     return f"chart-{key}"
 
 
-def report_html(view: ReportView, footer: Footer) -> str:
+@dataclass(frozen=True)
+class AgainstHistory:
+    """The export's regressions section: the flagged cases in view, and how many cases
+    in view had enough history to be judged."""
+
+    judged: int
+    flagged: list[CaseVerdict]
+    settings: Settings
+
+
+def against_history(view: ReportView, verdicts: ReportVerdicts) -> AgainstHistory | None:
+    """None when no case in view has history to be judged against: no section."""
+    in_view = {case["id"] for case in view.cases}
+    items = [i for i in verdicts.items if i.case_id in in_view]
+    judged = sum(1 for i in items if i.verdict.status != "insufficient_history")
+    if not judged:
+        return None
+    return AgainstHistory(judged, [i for i in items if i.verdict.flagged], verdicts.settings)
+
+
+def report_html(view: ReportView, footer: Footer, verdicts: ReportVerdicts | None = None
+                ) -> str:
     header = view.header
     charts = {chart_id(p.key): export_spec(p.figure) for p in view.panels}
     return render(
@@ -57,6 +80,7 @@ def report_html(view: ReportView, footer: Footer) -> str:
         columns=[label for name, label in TABLE_COLUMNS if name != "caveats"],
         rows=[(_cells(case), [c["code"] for c in case.get("caveats", [])])
               for case in view.cases],
+        history=against_history(view, verdicts) if verdicts else None,
         footer=footer, fmt=_fmt,
     )
 

@@ -13,6 +13,7 @@ from app.export.footer import make_footer
 from app.export.report import report_html
 from app.report_json import report_json_bytes
 from app.repository.cases import CaseFilter
+from app.services.history import report_regressions
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,8 @@ def export_report(session: Session, report_id: int, filters: CaseFilter,
                   now: datetime | None = None) -> Export:
     view = report_view(session, report_id, filters)
     footer = make_footer([(report_id, report_json_bytes(session, report_id))], now)
-    return Export(f"moescope-report-{report_id}.html", report_html(view, footer))
+    history = report_regressions(session, report_id)
+    return Export(f"moescope-report-{report_id}.html", report_html(view, footer, history))
 
 
 def export_compare(session: Session, base_id: int, head_id: int,
