@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from history_helpers import ingest, synthetic_series
 from sqlalchemy.orm import Session
 
 from app.cli import main
+from app.main import create_app
 
 Body = dict[str, Any]
 
@@ -113,3 +115,17 @@ def test_cli_exit_codes(series: Any, database_url: str,
     with pytest.raises(SystemExit):
         main(["regressions", "1", "--threshold", "-3", *db])
     assert "--threshold: must be a positive number, got -3" in capsys.readouterr().err
+
+
+def test_history_reads_need_a_read_token_when_required(
+    series: Any, settings_env: Callable[..., None], auth: Callable[[str], dict[str, str]],
+    reference: Body,
+) -> None:
+    _, report_ids, moved = series
+    settings_env(require_read_token=1)
+    paths = [f"{REPORTS}/{report_ids[-1]}/regressions",
+             f"/api/v1/history?caseId={moved[0]}&gpu={reference['meta']['gpu']}"]
+    with TestClient(create_app(), follow_redirects=False) as client:
+        for path in paths:
+            error_detail(client.get(path), 401, "unauthorized")
+            assert client.get(path, headers=auth("read")).status_code == 200
