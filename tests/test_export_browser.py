@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import _REFERENCE
+from plotly.offline import get_plotlyjs
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.remote.webdriver import WebDriver
 from sqlalchemy.orm import Session
@@ -25,6 +26,7 @@ from test_dashboard_browser import start_chromium
 
 from app import figures
 from app.core.db import engine_for
+from app.export import document
 from app.export.service import export_compare, export_report
 from app.repository.cases import CaseFilter
 from app.services import reports as report_service
@@ -241,3 +243,33 @@ def _each_chart_whole_on_its_page(path: Path, pages: int) -> None:
                    for c in figures.CHARTS for t in texts)
     assert headings == len(figures.CHARTS)
 
+
+def test_without_the_repositorys_bundle_plotlys_own_draws_under_the_same_policy(
+    browser: WebDriver, exports: dict[str, Path], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An install without static/ (a wheel) inlines plotly.py's full bundle instead. It
+    draws the same; only the map styles that bundle injects at load (maplibre's, unused
+    here) are refused by the policy, which allows no style but the export's own."""
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    upgrade(url)
+    report = copy.deepcopy(_REFERENCE)
+    monkeypatch.setattr(document, "PLOTLY_BUNDLE", tmp_path / "absent.js")
+    document.plotly_js.cache_clear()
+    try:
+        with Session(engine_for(url)) as session:
+            rid = report_service.ingest(session, report).id
+            session.commit()
+            html = export_report(session, rid, CaseFilter()).html
+    finally:
+        document.plotly_js.cache_clear()
+        engine_for(url).dispose()
+    assert get_plotlyjs() in html
+    assert len(html.encode()) < 6e6
+    path = OUT / "reference-full-bundle.html"
+    path.write_text(html, "utf-8")
+    requests = open_offline(browser, path)
+    assert all(u.startswith(("file:", "data:image/png")) for u in requests), requests
+    assert all(done and points > 0 for _, done, points in browser.execute_script(DRAWN))
+    refused = console_errors(browser)
+    assert len(refused) == 1 and "Applying inline style violates" in refused[0]["message"]
