@@ -5,7 +5,13 @@
   block's largest element fits e4m3's +-448 without saturating.
 - nvfp4: e2m1 elements (+-{0, .5, 1, 1.5, 2, 3, 4, 6}) packed two per byte (even element
   in the low nibble), one e4m3 scale per 16 elements, and one fp32 scale per tensor:
-  tensor_scale = amax / (6 * 448), block scale = block_amax / 6 / tensor_scale in e4m3.
+  tensor_scale = amax / (6 * 448) (``nvfp4_tensor_scale``, the one recipe of the emulated
+  and the native paths), block scale = block_amax / 6 / tensor_scale in e4m3. Elements
+  round to the nearest e2m1 value, ties to the even code (0.75 -> 1, 1.75 -> 2,
+  3.5 -> 4), as the format and the hardware's conversions do.
+
+Every quantizer takes zero rows (a rank or an expert that received nothing) and returns
+zero rows.
 
 Blocks run along the last dimension, which must be a multiple of the block size. Where
 no native scaled GEMM exists the runner computes ``dequantize(quantize(x))`` in bf16:
@@ -14,6 +20,8 @@ the numerics of the format, not its speed.
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 
 MX_BLOCK = 32
@@ -21,7 +29,10 @@ NV_BLOCK = 16
 E4M3_MAX = 448.0
 E2M1_MAX = 6.0
 E2M1_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
-_E2M1_MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
+# Each midpoint between neighbouring grid values, and whether a tie there rounds up: to
+# the even code (codes are the grid's indices; an odd lower code means the upper is even).
+_E2M1_MIDPOINTS = tuple(((lo + hi) / 2, index % 2 == 1)
+                        for index, (lo, hi) in enumerate(itertools.pairwise(E2M1_GRID)))
 
 
 def _blocks(x: torch.Tensor, size: int) -> torch.Tensor:
@@ -53,22 +64,31 @@ def dequantize_mxfp8(data: torch.Tensor, scales: torch.Tensor,
     return (values * scale).reshape(data.shape).to(dtype)
 
 
+def nvfp4_tensor_scale(x: torch.Tensor) -> torch.Tensor:
+    """The fp32 per-tensor scale: amax / (6 * 448), so the largest block scale fits e4m3;
+    1 for an all-zero or empty tensor."""
+    if x.numel() == 0:  # amax() of an empty tensor raises
+        return torch.ones((), dtype=torch.float32, device=x.device)
+    amax = x.detach().float().abs().amax()
+    return torch.where(amax > 0, amax / (E2M1_MAX * E4M3_MAX), torch.ones_like(amax))
+
+
 def quantize_nvfp4(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(packed e2m1 bytes [..., n/2], e4m3 scale bytes [..., n/16], fp32 tensor scale)."""
     blocks = _blocks(x, NV_BLOCK)
-    amax = blocks.abs().amax()
-    tensor_scale = torch.where(amax > 0, amax / (E2M1_MAX * E4M3_MAX), torch.ones_like(amax))
+    tensor_scale = nvfp4_tensor_scale(x)
     block_amax = blocks.abs().amax(-1, keepdim=True)
     block_scale = (block_amax / E2M1_MAX / tensor_scale).clamp(max=E4M3_MAX)
     block_scale = block_scale.to(torch.float8_e4m3fn)
     scale = block_scale.float() * tensor_scale
     scaled = torch.where(scale > 0, blocks / torch.where(scale > 0, scale, 1.0), 0.0)
     # Nearest grid point by counting the midpoints below (no host->device tensor, so
-    # this can run inside a CUDA-graph capture); a tie rounds towards zero.
+    # this can run inside a CUDA-graph capture); a tie counts when it rounds up to even.
     magnitude = scaled.abs()
     index = torch.zeros_like(magnitude, dtype=torch.int64)
-    for midpoint in _E2M1_MIDPOINTS:
-        index += (magnitude > midpoint).to(torch.int64)
+    for midpoint, tie_up in _E2M1_MIDPOINTS:
+        above = magnitude >= midpoint if tie_up else magnitude > midpoint
+        index += above.to(torch.int64)
     codes = (index | (scaled < 0).to(torch.int64) << 3).to(torch.uint8)
     codes = codes.reshape(*x.shape[:-1], x.shape[-1] // 2, 2)
     packed = codes[..., 0] | (codes[..., 1] << 4)

@@ -44,6 +44,35 @@ def test_nvfp4_packs_two_codes_a_byte_low_nibble_first() -> None:
     assert back[0, :2].tolist() == pytest.approx([6.0, -0.5], rel=1e-6)
 
 
+# Each tie between neighbouring e2m1 values and where round-half-to-even puts it (the
+# even code: 0, 1, 2, 4 are codes 0, 2, 4, 6).
+TIES = {0.25: 0.0, 0.75: 1.0, 1.25: 1.0, 1.75: 2.0, 2.5: 2.0, 3.5: 4.0, 5.0: 4.0}
+
+
+def test_nvfp4_rounds_ties_to_even() -> None:
+    # Row 1's 10.5 makes the tensor scale 10.5 / (6 * 448) = 2^-8 exactly; row 0's 6.0
+    # makes its block scale 6 / 6 / 2^-8 = 256 (exact in e4m3): row 0 is quantized at
+    # scale 1, so each tie lands on the grid unscaled.
+    x = torch.zeros(2, 16)
+    ties = torch.tensor(list(TIES))
+    x[0, :7], x[0, 7:14], x[0, 15] = ties, -ties, 6.0
+    x[1, 0] = 10.5
+    back = dequantize_nvfp4(*quantize_nvfp4(x), torch.float32)
+    want = torch.tensor(list(TIES.values()))
+    assert back[0, :7].tolist() == want.tolist()
+    assert back[0, 7:14].tolist() == (-want).tolist()
+    assert back[1, 0].item() == 10.5
+
+
+@pytest.mark.parametrize("precision", ["mxfp8", "nvfp4"])
+def test_zero_rows_quantize_to_zero_rows(precision: str) -> None:
+    empty = torch.zeros(0, 64, dtype=torch.bfloat16)
+    assert fake_quantize(empty, precision).shape == (0, 64)
+    wire = pack_rows(empty, precision)
+    assert wire.shape == (0, wire_width(precision, 64))
+    assert unpack_rows(wire, precision, 64).shape == (0, 64)
+
+
 def test_grids_are_fixed_points() -> None:
     grid = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
     row = torch.cat([grid, -grid]).reshape(1, 16)

@@ -5,17 +5,12 @@ the next case runs."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-import httpx
 import pytest
-from conftest import live_server
 from oom_injection import env_with_injection
+from runner_helpers import run_posted
 
-from app.testing import REPO
 from ingest.validate import validate_report
 from runner.spec import CaseSpec
 
@@ -34,27 +29,14 @@ def test_an_oom_on_one_rank_is_counted_and_the_run_goes_on(tmp_path: Path) -> No
         lines += ["[[case]]", f'mode = "{spec.mode}"', "ep = 2",
                   f'precision = "{spec.precision}"', f'pipeline = "{spec.pipeline}"',
                   "F = 64", f"imbalance = {spec.imbalance}", f'category = "{spec.category}"']
-    matrix = tmp_path / "oom.toml"
-    matrix.write_text("\n".join(lines) + "\n")
-    out = tmp_path / "report.json"
     # oom_backward: rank 1 runs out in autograd's backward of the experts while the
     # backward pass is timed; rank 0 must not be left waiting in the backward's
     # collectives (the test would time out).
     env = env_with_injection("rank=1,case=oom_late,phase=numerics;"
                              "rank=1,case=oom_backward,phase=backward,pass=backward;"
                              "rank=0,case=oom_early,phase=combined")
-    with live_server(f"sqlite:///{tmp_path / 'moescope.db'}", tmp_path) as live:
-        result = subprocess.run(
-            [sys.executable, "-m", "app.cli", "run", "--matrix", str(matrix), "--nproc", "2",
-             "--url", live.url, "--token", live.token("ingest"), "--out", str(out),
-             "--spool", str(tmp_path / "spool")],
-            capture_output=True, text=True, cwd=REPO, env=env, timeout=180,
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
-        run_id = json.loads(out.read_text())["meta"]["runId"]
-        page = httpx.get(f"{live.url}/api/v1/reports", params={"q": run_id}, timeout=10).json()
-        served = httpx.get(f"{live.url}/api/v1/reports/{page['items'][0]['id']}/report.json",
-                           timeout=10).json()
+    run = run_posted(tmp_path, "\n".join(lines) + "\n", env, timeout=180)
+    served, result = run.served, run.result
     validate_report(served)
     cases = {c["id"]: c for c in served["cases"]}
     assert list(cases) == [LATE.id, BACKWARD.id, AFTER.id]
@@ -78,7 +60,7 @@ def test_an_oom_on_one_rank_is_counted_and_the_run_goes_on(tmp_path: Path) -> No
     assert after["runtimeSkipped"] == [
         f"{EARLY.id}: out of memory in the combined phase on rank(s) 0"]
     assert "`ooms` counted" in served["meta"]["memoryNote"]
-    assert EARLY.id in json.loads(out.read_text())["meta"]["runtimeSkippedNote"]
+    assert EARLY.id in run.out["meta"]["runtimeSkippedNote"]
     assert "skipped: out of memory in the combined phase" in result.stdout
 
 

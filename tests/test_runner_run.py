@@ -17,9 +17,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from conftest import live_server
+from runner_helpers import run_posted
 
 from app.testing import REPO
 from ingest.schema import Case
@@ -67,23 +66,8 @@ class Run:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     tmp = tmp_path_factory.mktemp("run")
-    matrix = tmp / "tiny.toml"
-    matrix.write_text(matrix_text())
-    out, spool = tmp / "report.json", tmp / "spool"
-    with live_server(f"sqlite:///{tmp / 'moescope.db'}", tmp) as live:
-        token = live.token("ingest")
-        result = subprocess.run(
-            [sys.executable, "-m", "app.cli", "run", "--matrix", str(matrix), "--nproc", "2",
-             "--url", live.url, "--token", token, "--out", str(out), "--spool", str(spool)],
-            capture_output=True, text=True, cwd=REPO, timeout=240,
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
-        report = json.loads(out.read_text())
-        page = httpx.get(f"{live.url}/api/v1/reports",
-                         params={"q": report["meta"]["runId"]}, timeout=10).json()
-        served = httpx.get(f"{live.url}/api/v1/reports/{page['items'][0]['id']}/report.json",
-                           timeout=10).json()
-    yield Run(result, report, served, spool)
+    posted = run_posted(tmp, matrix_text(), timeout=240)
+    yield Run(posted.result, posted.out, posted.served, tmp / "spool")
 
 
 def test_every_case_ran_and_validates(run: Run) -> None:
