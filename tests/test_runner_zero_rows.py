@@ -11,9 +11,9 @@ import pytest
 from runner_helpers import run_posted
 
 from ingest.validate import validate_report
-from runner.spec import CaseSpec, Shape
 from runner.pipelines import STAGES
 from runner.routing import build_plan, rank_routing
+from runner.spec import CaseSpec, Shape
 
 pytestmark = pytest.mark.live
 
