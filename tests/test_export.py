@@ -6,8 +6,11 @@ from __future__ import annotations
 import base64
 import copy
 import hashlib
+import os
 import re
 import statistics
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,10 +27,13 @@ from app import figures
 from app.cli import main
 from app.dashboard import links, report_view
 from app.dashboard.case_table import TABLE_COLUMNS
+from app.dashboard.filters import FILTER_FIELDS
+from app.export import command
 from app.export.document import csp_hash, export_spec
 from app.export.service import export_report
 from app.repository.cases import CaseFilter
 from app.services import reports as report_service
+from app.testing import REPO
 from ingest.validate import validate_report
 
 SCRIPT_NOTE = "<script>alert(1)</script><img src=x onerror=\"alert(2)\"> & done"
@@ -235,6 +241,27 @@ def test_cli_writes_the_export_from_the_database(
     with pytest.raises(SystemExit):
         main(["export", "1", "--ep", "x", "--database-url", database_url])
     assert "argument --ep: invalid int value: 'x'" in capsys.readouterr().err
+
+
+def test_cli_filters_are_the_dashboards() -> None:
+    assert command.FILTERS == FILTER_FIELDS
+
+
+def test_two_processes_write_the_same_file(
+    database_url: str, session: Session, reference: dict[str, Any], tmp_path: Path,
+) -> None:
+    """Across interpreters too (string hashing differs between them): nothing in the file
+    depends on a set's or a dict's order."""
+    report_id = store(session, reference)
+    outputs = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"{seed}.html"
+        subprocess.run([sys.executable, "-m", "app.cli", "export", str(report_id),
+                        "--database-url", database_url, "-o", str(out)],
+                       check=True, capture_output=True, cwd=REPO,
+                       env={**os.environ, "PYTHONHASHSEED": seed})
+        outputs.append(masked(out.read_text("utf-8")).encode())
+    assert outputs[0] == outputs[1]
 
 
 @pytest.mark.live

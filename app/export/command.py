@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# app.dashboard.filters.FILTER_FIELDS, spelled again: `export --url` runs on a GPU node's
+# base install, which has no SQLAlchemy for that module to import (a test keeps them equal).
 FILTERS: tuple[tuple[str, Any], ...] = (
     ("mode", str), ("ep", int), ("precision", str), ("pipeline", str), ("category", str),
     ("F", int), ("imbalance", float),
