@@ -247,6 +247,19 @@ def test_cli_filters_are_the_dashboards() -> None:
     assert command.FILTERS == FILTER_FIELDS
 
 
+def test_cli_url_needs_none_of_the_servers_packages() -> None:
+    """A GPU node's base install has no SQLAlchemy, Dash, plotly or Jinja2."""
+    blocked = ("sqlalchemy", "dash", "plotly", "fastapi", "jinja2", "psycopg")
+    code = ("import sys\n"
+            f"for name in {blocked!r}: sys.modules[name] = None\n"
+            "from app.cli import main\n"
+            "sys.exit(main(['export', 'latest', '--url', 'http://127.0.0.1:9']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("error: cannot reach http://127.0.0.1:9"), done.stderr
+
+
 def test_two_processes_write_the_same_file(
     database_url: str, session: Session, reference: dict[str, Any], tmp_path: Path,
 ) -> None:
