@@ -90,6 +90,11 @@ def test_history_order_and_content(session: Session, reference: Body) -> None:
     assert statuses == ["insufficient_history"] * 3 + ["unchanged"]
     assert history.points[-1].verdict.change_percent == pytest.approx((1.3 - 1.2) / 1.2 * 100)
     assert len(history.other_series) == 1
+    # The report's own earlier points, as the database picks them: the same date is told
+    # apart by ingestion time, and a report posted earlier with a later date is not earlier.
+    earlier = {rid: report_regressions(session, rid).items[0].verdict.baseline_points
+               for rid in (first, same_day_a, same_day_b, late)}
+    assert earlier == {first: 0, same_day_a: 1, same_day_b: 2, late: 3}
 
     shape_history = case_history(session, case_id, gpu, history.other_series[0])
     assert [p.point.layer_ms for p in shape_history.points] == [7.0]
