@@ -134,3 +134,19 @@ def test_history_chart_marks_the_flagged_point_and_its_quiet_zone() -> None:
     assert list(lower.y) == [None, None, None, pytest.approx(0.95), pytest.approx(0.92)]
     # The y axis leaves room above the highest window for the flag's label.
     assert layer.layout.yaxis.range == (0, pytest.approx(1.2 * 1.01 * 1.18))
+
+
+def test_a_case_missing_from_recent_reports_keeps_its_older_points(
+    session: Session, reference: Body
+) -> None:
+    reports = synthetic_series(reference, 8, seed=5)
+    sparse = reference["cases"][1]["id"]
+    for report in reports[3:7]:  # a smaller matrix ran four times without it
+        report["cases"] = [c for c in report["cases"] if c["id"] != sparse]
+    report_ids = [ingest(session, r) for r in reports]
+
+    verdicts = {v.case_id: v.verdict
+                for v in report_regressions(session, report_ids[-1], Settings(window=4)).items}
+    assert verdicts[reference["cases"][0]["id"]].baseline_points == 4
+    assert verdicts[sparse].baseline_points == 3
+    assert verdicts[sparse].baseline == sorted(r["cases"][1]["layerMS"] for r in reports[:3])[1]

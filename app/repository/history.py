@@ -3,11 +3,12 @@ in history order (the report's date, then its ingestion time, then its id)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import ColumnElement, Row, Select, func, select, tuple_
 from sqlalchemy.orm import Session
 
 from app.models import CaseRow, ReportRow
@@ -43,26 +44,47 @@ def report_points(session: Session, report_id: int) -> dict[str, Point]:
     return {case_id: Point(layer_ms, spread) for case_id, layer_ms, spread in rows}
 
 
-def earlier_points(
-    session: Session, position: SeriesPosition, window: int
+def _earlier(position: SeriesPosition) -> list[ColumnElement[bool]]:
+    """The reports of the position's series that come before it in history order."""
+    return [ReportRow.series == position.series,
+            tuple_(*HISTORY_ORDER)
+            < tuple_(position.date, position.created_at, position.report_id)]
+
+
+def points_in_recent_reports(
+    session: Session, position: SeriesPosition, reports: int
 ) -> dict[str, list[Point]]:
-    """For each case of the report, the last ``window`` points of its series before the
-    report, oldest first. One query: the database ranks each case's points newest first
-    and keeps ``window`` of them, so a long history is never shipped whole."""
+    """For each case of the report, its points in the last ``reports`` earlier reports of
+    the series, oldest first. Reads at most ``reports`` x the report's cases rows however
+    long the history: when a matrix runs whole every time, these are each case's last
+    ``reports`` points."""
+    recent = (select(ReportRow.id).where(*_earlier(position))
+              .order_by(*[column.desc() for column in HISTORY_ORDER]).limit(reports)
+              .scalar_subquery())
+    rows = session.execute(
+        select(CaseRow.case_id, CaseRow.layer_ms, CaseRow.window_spread_percent)
+        .join(ReportRow, ReportRow.id == CaseRow.report_id)
+        .where(ReportRow.id.in_(recent), CaseRow.case_id.in_(_cases_of(position)))
+        .order_by(*HISTORY_ORDER)
+    ).all()
+    return _by_case(rows)
+
+
+def earlier_points(
+    session: Session, position: SeriesPosition, window: int,
+    case_ids: Collection[str] | None = None,
+) -> dict[str, list[Point]]:
+    """For each case of the report (or only ``case_ids``), the last ``window`` points of
+    its series before the report, oldest first, wherever they lie in the history: the
+    database ranks each case's points newest first and keeps ``window`` of them."""
     newest_first = [column.desc() for column in HISTORY_ORDER]
     rank = func.row_number().over(partition_by=CaseRow.case_id, order_by=newest_first)
+    which = _cases_of(position) if case_ids is None else list(case_ids)
     ranked = (
         select(CaseRow.case_id, CaseRow.layer_ms, CaseRow.window_spread_percent,
                rank.label("rank"))
         .join(ReportRow, ReportRow.id == CaseRow.report_id)
-        .where(
-            ReportRow.series == position.series,
-            tuple_(*HISTORY_ORDER)
-            < tuple_(position.date, position.created_at, position.report_id),
-            CaseRow.case_id.in_(
-                select(CaseRow.case_id).where(CaseRow.report_id == position.report_id)
-            ),
-        )
+        .where(*_earlier(position), CaseRow.case_id.in_(which))
         .subquery()
     )
     rows = session.execute(
@@ -70,6 +92,14 @@ def earlier_points(
         .where(ranked.c.rank <= window)
         .order_by(ranked.c.case_id, ranked.c.rank.desc())
     ).all()
+    return _by_case(rows)
+
+
+def _cases_of(position: SeriesPosition) -> Select[str]:
+    return select(CaseRow.case_id).where(CaseRow.report_id == position.report_id)
+
+
+def _by_case(rows: Sequence[Row[Any, Any, Any]]) -> dict[str, list[Point]]:
     points: dict[str, list[Point]] = {}
     for case_id, layer_ms, spread in rows:
         points.setdefault(case_id, []).append(Point(layer_ms, spread))

@@ -42,7 +42,13 @@ def report_regressions(
     settings = settings or Settings()
     position = history_repo.report_position(session, report_id)
     newest = history_repo.report_points(session, report_id)
-    earlier = history_repo.earlier_points(session, position, settings.window)
+    # Most cases have their whole window in the last `window` reports; only the others
+    # (new cases, cases a smaller matrix left out) need their longer history ranked.
+    earlier = history_repo.points_in_recent_reports(session, position, settings.window)
+    short = [c for c in newest if len(earlier.get(c, [])) < settings.window]
+    if short:
+        whole = None if len(short) == len(newest) else short
+        earlier.update(history_repo.earlier_points(session, position, settings.window, whole))
     return ReportVerdicts(
         report_id, position.gpu, position.series, settings,
         [CaseVerdict(case_id, judge(earlier.get(case_id, []), point, settings))
