@@ -46,10 +46,10 @@ def in_process_s(url: str, report_id: int, runs: int) -> tuple[list[float], int]
     compiles the templates), and the file's size in bytes."""
     from sqlalchemy.orm import Session
 
+    from app.case_fields import CaseFilter
     from app.core.db import engine_for
     from app.dashboard import report_view
     from app.export.service import export_report
-    from app.repository.cases import CaseFilter
 
     times, size = [], 0
     for _ in range(runs):

@@ -7,6 +7,7 @@ import csv
 import importlib
 import io
 import subprocess
+from collections import Counter
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
@@ -17,10 +18,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from app import figures
+from app.case_fields import CaseFilter
 from app.dashboard import case_table, charts, comparison, filters, links, report_list, report_view
 from app.main import create_app
 from app.repository import cases as cases_repo
-from app.repository.cases import CaseFilter
 from app.services import cases as case_service
 from app.services import reports as report_service
 from app.services.cases import case_out
@@ -154,7 +155,8 @@ def test_every_chart_draws_the_same_capped_subset(
 ) -> None:
     cases = case_service.view_cases(session, reference_id, CaseFilter())
     charted = charts.chart_cases(cases, cap=10)
-    panels = charts.chart_panels(reference["meta"], cases, charted)
+    counts = cases_repo.caveat_counts(session, reference_id)
+    panels = charts.chart_panels(reference["meta"], cases, counts, charted)
     want = {figures.text(c["id"]) for c in charted}
     ranked = sorted(cases, key=lambda c: -c["usefulTFPerGPU"])
     assert want == {figures.text(c["id"]) for c in ranked[:10]}
@@ -165,7 +167,9 @@ def test_every_chart_draws_the_same_capped_subset(
         else:
             assert drawn == want, panel.key
         assert (panel.charted, panel.case_count) == (10, 63)
-        assert panel.caveats == charts.caveat_counts(cases)  # caveats cover every case
+        # Caveats cover every case in view, not only the charted ones.
+        assert panel.caveats == dict(sorted(Counter(
+            code for c in cases for code in {v["code"] for v in c["caveats"]}).items()))
 
 
 def test_report_view_over_the_cap_shows_the_banner_and_keeps_every_row(

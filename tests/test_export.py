@@ -3,6 +3,7 @@ download routes, the CLI (database and --url), and determinism."""
 
 from __future__ import annotations
 
+import argparse
 import base64
 import copy
 import hashlib
@@ -24,14 +25,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from app import figures
+from app.case_fields import FILTERABLE, CaseFilter
 from app.cli import main
 from app.dashboard import links, report_view
 from app.dashboard.case_table import TABLE_COLUMNS
-from app.dashboard.filters import FILTER_FIELDS
 from app.export import command
 from app.export.document import csp_hash, export_spec
 from app.export.service import export_report
-from app.repository.cases import CaseFilter
 from app.services import reports as report_service
 from app.testing import REPO
 from ingest.validate import validate_report
@@ -243,8 +243,18 @@ def test_cli_writes_the_export_from_the_database(
     assert "argument --ep: invalid int value: 'x'" in capsys.readouterr().err
 
 
-def test_cli_filters_are_the_dashboards() -> None:
-    assert command.FILTERS == FILTER_FIELDS
+def test_cli_filters_are_the_filterable_fields() -> None:
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    given = {"mode": "training", "ep": "8", "precision": "bf16", "pipeline": "mega",
+             "category": "single_layer", "F": "3072", "imbalance": "4"}
+    assert set(given) == {f.wire for f in FILTERABLE}
+    args = parser.parse_args(["1", *(f"--{name}={value}" for name, value in given.items())])
+    assert CaseFilter(**{f.wire: getattr(args, f.wire) for f in FILTERABLE}) == CaseFilter(
+        mode=["training"], ep=[8], precision=["bf16"], pipeline=["mega"],
+        category=["single_layer"], F=[3072], imbalance=[4.0])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["1", "--mode", "serving"])
 
 
 def test_cli_url_needs_none_of_the_servers_packages() -> None:

@@ -25,10 +25,10 @@ from sqlalchemy.orm import Session
 from test_dashboard_browser import start_chromium
 
 from app import figures
+from app.case_fields import CaseFilter
 from app.core.db import engine_for
 from app.export import document
 from app.export.service import export_compare, export_report
-from app.repository.cases import CaseFilter
 from app.services import reports as report_service
 from app.testing import REPO
 from db.migrate import upgrade

@@ -9,8 +9,8 @@ from export_helpers import parse, table_rows
 from history_helpers import ingest, synthetic_series
 from sqlalchemy.orm import Session
 
+from app.case_fields import CaseFilter
 from app.export.service import export_report
-from app.repository.cases import CaseFilter
 
 Body = dict[str, Any]
 

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.case_fields import CaseFilter
 from app.core.errors import NotFound
 from app.models import CaseRow, CaveatRow
 from app.repository import cases as cases_repo
@@ -92,7 +93,7 @@ def test_case_page_totals(
 ) -> None:
     report_id = _store(session, reference)
     rows, total = cases_repo.list_cases(
-        session, report_id, filters=cases_repo.CaseFilter(**filters), limit=limit,
+        session, report_id, filters=CaseFilter(**filters), limit=limit,
         offset=offset,
     )
     assert (len(rows), total) == (expected_len, expected_total)

@@ -3,12 +3,15 @@ list and the HTML export."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import inspect
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Path, Query
 from pydantic import AfterValidator, Field
+from sqlalchemy import BigInteger
 
-from app.repository.cases import CaseFilter
+from app.case_fields import FILTERABLE, CaseField, CaseFilter
+from app.models import CaseRow
 from ingest.schema import INT32_MAX, INT64_MAX
 
 
@@ -23,22 +26,33 @@ def no_nul(text: str) -> str:
 ReportId = Annotated[int, Path(ge=1, le=INT32_MAX)]
 ReportIdQuery = Annotated[int, Query(ge=1, le=INT32_MAX)]
 Text = Annotated[str, AfterValidator(no_nul)]
-EpValue = Annotated[int, Field(ge=1, le=INT32_MAX)]
-FValue = Annotated[int, Field(ge=1, le=INT64_MAX)]
 
 
-def case_filter(
-    mode: Annotated[list[Literal["inference", "training"]], Query()] = [],  # noqa: B006
-    ep: Annotated[list[EpValue], Query()] = [],  # noqa: B006
-    precision: Annotated[list[Text], Query()] = [],  # noqa: B006
-    pipeline: Annotated[list[Text], Query()] = [],  # noqa: B006
-    category: Annotated[list[Text], Query()] = [],  # noqa: B006
-    F: Annotated[list[FValue], Query()] = [],  # noqa: B006
-    imbalance: Annotated[list[float], Query()] = [],  # noqa: B006
-) -> CaseFilter:
+def _query_type(field: CaseField) -> Any:
+    """What one value of a filter must be: a value its column can hold (past the column's
+    bounds the database raises, a 500, and Postgres rejects NUL in any text)."""
+    if field.choices:
+        return Literal[field.choices]
+    if field.kind is str:
+        return Text
+    if field.kind is int:
+        # Every filterable count (EP, F) is at least 1 on the wire.
+        big = isinstance(getattr(CaseRow, str(field.column)).type, BigInteger)
+        return Annotated[int, Field(ge=1, le=INT64_MAX if big else INT32_MAX)]
+    return field.kind
+
+
+def case_filter(**values: list[Any]) -> CaseFilter:
     """Repeat a filter to match any of its values."""
-    return CaseFilter(mode=list(mode), ep=ep, precision=precision, pipeline=pipeline,
-                      category=category, F=F, imbalance=imbalance)
+    return CaseFilter(**values)
 
+
+# FastAPI reads a dependency's parameters from its signature: here one repeatable query
+# parameter per filterable case field, so a field declared filterable is an API filter.
+setattr(case_filter, "__signature__", inspect.Signature([  # noqa: B010
+    inspect.Parameter(f.wire, inspect.Parameter.KEYWORD_ONLY, default=[],
+                      annotation=Annotated[list[_query_type(f)], Query()])  # type: ignore[misc]
+    for f in FILTERABLE
+], return_annotation=CaseFilter))
 
 CaseFilterDep = Annotated[CaseFilter, Depends(case_filter)]

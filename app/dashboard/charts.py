@@ -4,7 +4,6 @@ beside the report notes that qualify it and the caveat counts of the cases in vi
 from __future__ import annotations
 
 import heapq
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,15 +11,6 @@ from typing import Any
 from app import figures
 from app.figures import Case
 from ingest.derived import ReportNote, report_notes
-
-
-def caveat_counts(cases: Sequence[Case]) -> dict[str, int]:
-    """How many of these cases carry each caveat code (each case counted once a code)."""
-    counts: Counter[str] = Counter()
-    for case in cases:
-        counts.update({c["code"] for c in case.get("caveats", [])})
-    return dict(sorted(counts.items()))
-
 
 # Plotly draws every point of a per-case chart as an SVG element; past a few hundred cases
 # the browser spends seconds drawing what nobody can read. bench/dashboard.py, 2 cores: the
@@ -65,22 +55,21 @@ class ChartPanel:
     charted: int  # cases the chart draws (at most CHART_CASE_CAP)
 
 
-def chart_panels(meta: Mapping[str, Any], cases: Sequence[Case],
+def chart_panels(meta: Mapping[str, Any], cases: Sequence[Case], caveats: dict[str, int],
                  charted: Sequence[Case] | None = None) -> list[ChartPanel]:
     """The nine charts of the view, each drawing ``charted`` (by default
-    ``chart_cases(cases)``), with the notes that qualify it and the caveat counts of all
-    the cases in view."""
+    ``chart_cases(cases)``), with the notes that qualify it and ``caveats``, the caveat
+    counts of all the cases in view (as the repository's ``caveat_counts`` gives them)."""
     drawn = chart_cases(cases) if charted is None else list(charted)
     notes = {n.key: n for n in report_notes(meta)}
     several_eps = len({c["ep"] for c in drawn}) > 1
-    counts = caveat_counts(cases)
     panels = []
     for chart in figures.CHARTS:
         keys = list(chart.notes) + (["placementNote"] if several_eps else [])
         panels.append(ChartPanel(
             key=chart.key, title=chart.title, figure=chart.make(drawn, dict(meta),
                                                        legend=False),
-            notes=[notes[k] for k in keys if k in notes], caveats=counts,
+            notes=[notes[k] for k in keys if k in notes], caveats=caveats,
             case_count=len(cases), charted=len(drawn),
         ))
     return panels

@@ -6,12 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
-from app.repository.cases import CaseFilter
-
-FILTER_FIELDS: tuple[tuple[str, type], ...] = (
-    ("mode", str), ("ep", int), ("precision", str), ("pipeline", str), ("category", str),
-    ("F", int), ("imbalance", float),
-)
+from app.case_fields import FILTERABLE, CaseFilter
 
 
 def _coerce(kind: type, raw: str) -> Any:
@@ -24,11 +19,12 @@ def _coerce(kind: type, raw: str) -> Any:
 def filters_from_query(query: Mapping[str, Any]) -> CaseFilter:
     """Filters from URL query values: each a list, a comma-separated string, or absent."""
     values: dict[str, list[Any]] = {}
-    for name, kind in FILTER_FIELDS:
-        raw = query.get(name)
+    for field in FILTERABLE:
+        raw = query.get(field.wire)
         items = raw if isinstance(raw, list) else ([] if raw in (None, "") else [raw])
         parts = [p for item in items for p in str(item).split(",") if p != ""]
-        values[name] = [v for v in (_coerce(kind, p) for p in parts) if v is not None]
+        values[field.wire] = [v for v in (_coerce(field.kind, p) for p in parts)
+                              if v is not None]
     return CaseFilter(**values)
 
 
@@ -38,14 +34,14 @@ def filters_from_search(search: str) -> CaseFilter:
 
 def api_query(filters: CaseFilter) -> str:
     """The filters as the API takes them: each value its own parameter, no comma lists."""
-    pairs = [(name, query_value(v)) for name, _ in FILTER_FIELDS for v in getattr(filters, name)]
+    pairs = [(f.wire, query_value(v)) for f, values in filters.active() for v in values]
     return "?" + urlencode(pairs) if pairs else ""
 
 
 def search_from_filters(filters: CaseFilter) -> str:
     """The URL query of a filtered view ('' when nothing is filtered)."""
-    pairs = [(name, ",".join(query_value(v) for v in getattr(filters, name)))
-             for name, _ in FILTER_FIELDS if getattr(filters, name)]
+    pairs = [(f.wire, ",".join(query_value(v) for v in values))
+             for f, values in filters.active()]
     return "?" + urlencode(pairs, safe=",") if pairs else ""
 
 
@@ -54,6 +50,6 @@ def query_value(value: Any) -> str:
 
 
 def filters_from_controls(values: Sequence[Sequence[Any] | None]) -> CaseFilter:
-    """Filters from the page's dropdowns, in FILTER_FIELDS order."""
-    return filters_from_query({name: [str(v) for v in (value or [])]
-                               for (name, _), value in zip(FILTER_FIELDS, values, strict=True)})
+    """Filters from the page's dropdowns, in FILTERABLE order."""
+    return filters_from_query({f.wire: [str(v) for v in (value or [])]
+                               for f, value in zip(FILTERABLE, values, strict=True)})

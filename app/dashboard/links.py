@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+from app.case_fields import CaseFilter
 from app.dashboard.filters import api_query
-from app.repository.cases import CaseFilter
 
 
 def report_href(report_id: int) -> str:

@@ -16,13 +16,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.case_fields import CaseFilter
 from app.dashboard.case_table import table_row, table_rows
 from app.dashboard.charts import ChartPanel, cap_banner, chart_cases, chart_panels
 from app.dashboard.filters import search_from_filters
 from app.figures import Case
 from app.repository import cases as cases_repo
 from app.repository import reports as reports_repo
-from app.repository.cases import CaseFilter
 from app.services import cases as case_service
 
 
@@ -64,15 +64,14 @@ class ReportData:
     cases: list[Case]
     rows: list[dict[str, Any]]  # the table row of each case, aligned with ``cases``
     facets: dict[str, list[Any]]
+    index: dict[str, int]  # case id -> its position in ``cases``
 
 
 # A filter change must not re-read and re-decode every case of a large report: the last
 # few reports viewed stay in memory, each under its version (see report_version), so an
 # append (or a report deleted and another stored) is never served stale.
 REPORT_CACHE_SIZE = 4
-
 _report_cache: OrderedDict[tuple[Any, ...], ReportData] = OrderedDict()
-
 _report_cache_lock = threading.Lock()
 
 
@@ -88,8 +87,8 @@ def report_data(session: Session, report_id: int) -> ReportData:
     row = reports_repo.get_report(session, report_id)
     cases = case_service.view_cases(session, report_id)
     loaded = ReportData(header=_header(row), meta=dict(row.meta), cases=cases,
-                        rows=table_rows(cases),
-                        facets=cases_repo.facets(session, report_id))
+                        rows=table_rows(cases), facets=cases_repo.facets(session, report_id),
+                        index={c["id"]: i for i, c in enumerate(cases)})
     if not key[-1] == loaded.header.case_count == len(cases):
         return loaded  # an append landed between our reads: serve it, cache nothing
     with _report_cache_lock:
@@ -114,6 +113,7 @@ class ReportView:
     filters: CaseFilter
     cases: list[Case]  # every case in view
     charted: list[Case]  # the ones the charts draw
+    caveats: dict[str, int]  # caveat code -> cases in view that carry it
     panels: list[ChartPanel]
     rows: list[dict[str, Any]]
     facets: dict[str, list[Any]]
@@ -133,16 +133,29 @@ class ReportView:
 
 def report_view(session: Session, report_id: int, filters: CaseFilter) -> ReportView:
     report = report_data(session, report_id)
-    picked = filters.passing(report.cases)
+    picked = _picked(session, report, filters)
     cases = [report.cases[i] for i in picked]
     charted = chart_cases(cases)
+    caveats = cases_repo.caveat_counts(session, report_id, filters)
     return ReportView(header=report.header, meta=report.meta, filters=filters, cases=cases,
-                      charted=charted, panels=chart_panels(report.meta, cases, charted),
+                      charted=charted, caveats=caveats,
+                      panels=chart_panels(report.meta, cases, caveats, charted),
                       rows=[report.rows[i] for i in picked], facets=report.facets)
+
+
+def _picked(session: Session, report: ReportData, filters: CaseFilter) -> list[int]:
+    """Where in ``report.cases`` the cases that pass the filters are. The database decides
+    which pass (one implementation of filtering); the cached cases are not decoded again."""
+    if not filters.active():
+        return list(range(len(report.cases)))
+    return [report.index[case_id]
+            for case_id in cases_repo.case_ids(session, report.header.id, filters)
+            if case_id in report.index]  # a case appended since the report was cached
 
 
 def csv_rows(session: Session, report_id: int,
              shown: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The exact rows of the cases the grid shows, in its order (its numbers are rounded)."""
-    by_id = {c["id"]: c for c in report_data(session, report_id).cases}
-    return [table_row(by_id[row["id"]]) for row in shown if row.get("id") in by_id]
+    report = report_data(session, report_id)
+    return [table_row(report.cases[report.index[row["id"]]])
+            for row in shown if row.get("id") in report.index]

@@ -8,12 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-# app.dashboard.filters.FILTER_FIELDS, spelled again: `export --url` runs on a GPU node's
-# base install, which has no SQLAlchemy for that module to import (a test keeps them equal).
-FILTERS: tuple[tuple[str, Any], ...] = (
-    ("mode", str), ("ep", int), ("precision", str), ("pipeline", str), ("category", str),
-    ("F", int), ("imbalance", float),
-)
+# app.case_fields needs nothing but the standard library: `export --url` also runs on a
+# GPU node's base install.
+from app.case_fields import FILTERABLE, CaseFilter
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,9 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the report to export (not with --compare)")
     parser.add_argument("--compare", nargs=2, type=int, metavar=("BASE", "HEAD"),
                         help="export the comparison of two reports instead")
-    for name, kind in FILTERS:
-        parser.add_argument(f"--{name}", type=kind, action="append", default=[],
-                            choices=("inference", "training") if name == "mode" else None,
+    for field in FILTERABLE:
+        parser.add_argument(f"--{field.wire}", type=field.kind, action="append", default=[],
+                            choices=field.choices or None,
                             help="case filter, as the API's (repeat to match any)")
     parser.add_argument("-o", "--output", type=Path, metavar="FILE",
                         help="where to write (default: the export's own name, here)")
@@ -36,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     if (args.report is None) == (args.compare is None):
         print("error: give a report id (or 'latest'), or --compare BASE HEAD", file=sys.stderr)
         return 2
-    if args.compare and any(getattr(args, name) for name, _ in FILTERS):
+    if args.compare and any(getattr(args, f.wire) for f in FILTERABLE):
         print("error: the case filters apply to one report's export, not to --compare",
               file=sys.stderr)
         return 2
@@ -64,7 +61,7 @@ class ExportFailed(Exception):
 
 
 def _filter_params(args: argparse.Namespace) -> list[tuple[str, str]]:
-    return [(name, str(value)) for name, _ in FILTERS for value in getattr(args, name)]
+    return [(f.wire, str(value)) for f in FILTERABLE for value in getattr(args, f.wire)]
 
 
 def _build(args: argparse.Namespace, report_id: int | None) -> tuple[str, bytes]:
@@ -73,7 +70,6 @@ def _build(args: argparse.Namespace, report_id: int | None) -> tuple[str, bytes]
     from app.core.errors import NotFound
     from app.export import service
     from app.repository import reports as reports_repo
-    from app.repository.cases import CaseFilter
 
     url = _database_url(args)
     problem = _unmigrated(url)
@@ -86,7 +82,7 @@ def _build(args: argparse.Namespace, report_id: int | None) -> tuple[str, bytes]
             else:
                 rid = (report_id if report_id is not None
                        else reports_repo.latest_report_id(session))
-                filters = CaseFilter(**{name: getattr(args, name) for name, _ in FILTERS})
+                filters = CaseFilter(**{f.wire: getattr(args, f.wire) for f in FILTERABLE})
                 export = service.export_report(session, rid, filters)
         except NotFound as exc:
             raise ExportFailed(exc.detail) from exc

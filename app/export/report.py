@@ -6,21 +6,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.dashboard.case_table import TABLE_COLUMNS, table_row
+from app.case_fields import TABLED, CaseFilter
+from app.dashboard.case_table import table_row
 from app.dashboard.case_view import display_value
-from app.dashboard.charts import caveat_counts
-from app.dashboard.filters import FILTER_FIELDS
 from app.dashboard.report_view import ReportView
 from app.export.document import export_spec, render
 from app.export.footer import Footer
 from app.export.summary import summary_rows
 from app.figures import Case
-from app.repository.cases import CaseFilter
 from app.services.history import CaseVerdict, ReportVerdicts
 from ingest.derived import report_notes
 from ingest.regressions import Settings
-
-_TEXT_COLUMNS = {"id", "mode", "precision", "pipeline", "category", "caveats"}
 
 
 @dataclass(frozen=True)
@@ -31,16 +27,16 @@ class Cell:
 
 def _cells(case: Case) -> list[Cell]:
     row = table_row(case)
-    return [Cell("" if row.get(name) is None else display_value(row[name]),
-                 name not in _TEXT_COLUMNS)
-            for name, _ in TABLE_COLUMNS if name != "caveats"]
+    return [Cell("" if row.get(f.wire) is None else display_value(row[f.wire]),
+                 f.kind in (int, float))
+            for f in TABLED]
 
 
 def filters_text(filters: CaseFilter) -> str:
     """The filters of the view, as the page's URL spells them ('' when none)."""
     return ", ".join(
-        f"{name} = {' or '.join(display_value(v) for v in getattr(filters, name))}"
-        for name, _ in FILTER_FIELDS if getattr(filters, name))
+        f"{f.wire} = {' or '.join(display_value(v) for v in values)}"
+        for f, values in filters.active())
 
 
 def chart_id(key: str) -> str:
@@ -75,9 +71,9 @@ def report_html(view: ReportView, footer: Footer, verdicts: ReportVerdicts | Non
         "report.html.j2", charts,
         title=f"moescope report {header.id}: {header.gpu} {header.date}",
         header=header, view=view, filters=filters_text(view.filters),
-        notes=report_notes(view.meta), caveats=caveat_counts(view.cases),
+        notes=report_notes(view.meta), caveats=view.caveats,
         summary=summary_rows(view.cases), panels=view.panels, chart_id=chart_id,
-        columns=[label for name, label in TABLE_COLUMNS if name != "caveats"],
+        columns=[f.label for f in TABLED],
         rows=[(_cells(case), [c["code"] for c in case.get("caveats", [])])
               for case in view.cases],
         history=against_history(view, verdicts) if verdicts else None,

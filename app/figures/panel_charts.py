@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from app.case_fields import FILTERABLE
 from app.figures.layout import case_axis, chart_layout, figure, missing, muted, panel_title, titled
 from app.figures.style import (
     GIB,
@@ -142,7 +143,10 @@ def routing_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     return figure(data, layout, empty=missing(cases, "received rows per rank"))
 
 
-_CONFIG_FIELDS = ("mode", "category", "ep", "precision", "pipeline", "F", "imbalance")
+# A configuration: the values of the filterable fields. A line's label names those that its
+# style (precision, pipeline: see series_key) does not show.
+_CONFIGURATION = tuple(f.wire for f in FILTERABLE)
+_UNSTYLED = tuple(w for w in _CONFIGURATION if w not in ("precision", "pipeline"))
 
 
 def matching_series(cases: Sequence[Case], vary: str) -> list[list[Case]]:
@@ -150,7 +154,7 @@ def matching_series(cases: Sequence[Case], vary: str) -> list[list[Case]]:
     distinct values of it, each sorted by ``vary``."""
     groups: dict[tuple[Any, ...], list[Case]] = defaultdict(list)
     for case in cases:
-        groups[tuple(case[f] for f in _CONFIG_FIELDS if f != vary)].append(case)
+        groups[tuple(case[f] for f in _CONFIGURATION if f != vary)].append(case)
     return [sorted(g, key=lambda c: c[vary]) for g in groups.values()
             if len({c[vary] for c in g}) > 1]
 
@@ -176,8 +180,7 @@ def scaling_spec(cases: Sequence[Case], meta: Meta) -> Spec:
                     x.append(None)
                     y.append(None)
                     custom.append([None, None])
-                fixed = ", ".join(f"{f}={text(series[0][f])}" for f in
-                                  ("mode", "category", "ep", "F", "imbalance") if f != vary)
+                fixed = ", ".join(f"{f}={text(series[0][f])}" for f in _UNSTYLED if f != vary)
                 x.extend(c[vary] for c in series)
                 y.extend(c.get("usefulTFPerGPU") for c in series)
                 custom.extend([text(c["id"]), fixed] for c in series)

@@ -1,99 +1,46 @@
-"""All queries that read cases."""
+"""All queries that read cases. Which column holds which field, and which fields filter
+and sort, is ``app.case_fields``'s."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session, defer
 
+from app import case_fields
+from app.case_fields import CaseField, CaseFilter
 from app.core.errors import NotFound
 from app.models import CaseRow, CaveatRow, ReportRow
 
+
+def column(field: CaseField) -> InstrumentedAttribute[Any]:
+    """The ``cases`` column that holds a case field."""
+    assert field.column is not None, f"{field.wire} has no column"
+    attribute: InstrumentedAttribute[Any] = getattr(CaseRow, field.column)
+    return attribute
+
+
 # Derived field name -> column (DESIGN.md), computed at ingest.
-DERIVED: dict[str, InstrumentedAttribute[Any]] = {
-    "percentOfPeak": CaseRow.percent_of_peak,
-    "hbmPercentOfPeak": CaseRow.hbm_percent_of_peak,
-    "nvlinkTXPercentOfPeak": CaseRow.nvlink_tx_percent_of_peak,
-    "nvlinkRXPercentOfPeak": CaseRow.nvlink_rx_percent_of_peak,
-    "windowSpreadPercent": CaseRow.window_spread_percent,
-    "observedImbalance": CaseRow.observed_imbalance,
-}
+DERIVED: dict[str, InstrumentedAttribute[Any]] = {f.wire: column(f) for f in case_fields.DERIVED}
 
-# Wire (and derived) field name -> column, for sorting. The API accepts these names.
+# The API's sort keys: the sortable fields' wire names, and the report's own order.
 SORTABLE: dict[str, InstrumentedAttribute[Any]] = {
-    "position": CaseRow.position,
-    "id": CaseRow.case_id,
-    "mode": CaseRow.mode,
-    "ep": CaseRow.ep,
-    "category": CaseRow.category,
-    "F": CaseRow.f,
-    "imbalance": CaseRow.imbalance,
-    "precision": CaseRow.precision,
-    "pipeline": CaseRow.pipeline,
-    "forwardMS": CaseRow.forward_ms,
-    "backwardMS": CaseRow.backward_ms,
-    "layerMS": CaseRow.layer_ms,
-    "usefulTFPerGPU": CaseRow.useful_tf_per_gpu,
-    "nvlinkTXGBps": CaseRow.nvlink_tx_gbps,
-    "nvlinkRXGBps": CaseRow.nvlink_rx_gbps,
-    "nvlinkMaxTXGBps": CaseRow.nvlink_max_tx_gbps,
-    "nvlinkMaxRXGBps": CaseRow.nvlink_max_rx_gbps,
-    "analyticalHBMGBps": CaseRow.analytical_hbm_gbps,
-    "slotBytes": CaseRow.slot_bytes,
-    "scratchBytes": CaseRow.scratch_bytes,
-    "arenaBytes": CaseRow.arena_bytes,
-    "inputBytes": CaseRow.input_bytes,
-    "allocatedPeakGiB": CaseRow.allocated_peak_gib,
-    "reservedPeakGiB": CaseRow.reserved_peak_gib,
-    "capacityRows": CaseRow.capacity_rows,
-    "logicalForwardPayloadBytesRank0": CaseRow.logical_forward_payload_bytes_rank0,
-    "forwardFlopsPerLogicalPayloadByteRank0": CaseRow.forward_flops_per_logical_payload_byte_rank0,
-    **DERIVED,
-}
+    "position": CaseRow.position, **{f.wire: column(f) for f in case_fields.SORTABLE}}
 
 
-@dataclass
-class CaseFilter:
-    """Each list is 'any of'; an empty list does not filter."""
-
-    mode: list[str] = field(default_factory=list)
-    ep: list[int] = field(default_factory=list)
-    precision: list[str] = field(default_factory=list)
-    pipeline: list[str] = field(default_factory=list)
-    category: list[str] = field(default_factory=list)
-    F: list[int] = field(default_factory=list)
-    imbalance: list[float] = field(default_factory=list)
-
-    def conditions(self) -> list[ColumnElement[bool]]:
-        pairs: list[tuple[InstrumentedAttribute[Any], list[Any]]] = [
-            (CaseRow.mode, self.mode),
-            (CaseRow.ep, self.ep),
-            (CaseRow.precision, self.precision),
-            (CaseRow.pipeline, self.pipeline),
-            (CaseRow.category, self.category),
-            (CaseRow.f, self.F),
-            (CaseRow.imbalance, self.imbalance),
-        ]
-        return [column.in_(values) for column, values in pairs if values]
-
-    def passing(self, cases: Sequence[Mapping[str, Any]]) -> list[int]:
-        """The positions of the cases (wire field names) that pass, as ``conditions``
-        decide in SQL."""
-        active = [(f.name, values) for f in fields(self) if (values := getattr(self, f.name))]
-        return [i for i, case in enumerate(cases)
-                if all(case.get(name) in values for name, values in active)]
+def _where(report_id: int, filters: CaseFilter | None) -> list[ColumnElement[bool]]:
+    """The report's cases that pass the filters: the one implementation of filtering."""
+    return [CaseRow.report_id == report_id,
+            *(column(f).in_(values) for f, values in (filters or CaseFilter()).active())]
 
 
 # The array columns repeat what ``payload`` holds (they exist for SQL); decoding them again
 # for every listed case was a quarter of a 63-case page's time. raiseload: never lazily.
-_PAYLOAD_COPIES = [
-    defer(column, raiseload=True)
-    for column in (CaseRow.windows, CaseRow.receive_rows, CaseRow.saved_bytes, CaseRow.recompute)
-]
+_PAYLOAD_COPIES = [defer(column(f), raiseload=True)
+                   for f in case_fields.STORED if f.kind in (list, dict)]
 
 
 def _require_report(session: Session, report_id: int) -> None:
@@ -114,10 +61,10 @@ def list_cases(
     limit: int = 1000,
     offset: int = 0,
 ) -> tuple[list[CaseRow], int]:
-    where = [CaseRow.report_id == report_id, *(filters or CaseFilter()).conditions()]
-    column = SORTABLE[sort]
+    where = _where(report_id, filters)
+    key = SORTABLE[sort]
     # Nulls last both ways, so "best first" never starts with unmeasured cases.
-    order = column.desc().nulls_last() if descending else column.asc().nulls_last()
+    order = key.desc().nulls_last() if descending else key.asc().nulls_last()
     rows = list(session.execute(
         select(CaseRow).where(*where).order_by(order, CaseRow.position)
         .options(*_PAYLOAD_COPIES).limit(limit).offset(offset)
@@ -148,7 +95,7 @@ def case_documents(
     dashboard draws them all). Two queries reading only the posted payload and the
     derived columns: a 5,000-case view must not decode each case's JSON five times."""
     _require_report(session, report_id)
-    where = [CaseRow.report_id == report_id, *(filters or CaseFilter()).conditions()]
+    where = _where(report_id, filters)
     rows = session.execute(
         select(CaseRow.id, CaseRow.payload, *DERIVED.values())
         .where(*where).order_by(CaseRow.position)
@@ -173,28 +120,33 @@ def get_case(session: Session, report_id: int, case_id: str) -> CaseRow:
     return row
 
 
+def case_ids(session: Session, report_id: int, filters: CaseFilter) -> list[str]:
+    """The ids of the report's cases that pass the filters, in report order."""
+    return list(session.execute(
+        select(CaseRow.case_id).where(*_where(report_id, filters)).order_by(CaseRow.position)
+    ).scalars().all())
+
+
 def facets(session: Session, report_id: int) -> dict[str, list[Any]]:
     """Distinct values of each filterable field in one report, sorted."""
     _require_report(session, report_id)
-    columns = {
-        "mode": CaseRow.mode, "ep": CaseRow.ep, "precision": CaseRow.precision,
-        "pipeline": CaseRow.pipeline, "category": CaseRow.category, "F": CaseRow.f,
-        "imbalance": CaseRow.imbalance,
-    }
     return {
-        name: list(session.execute(
-            select(column).where(CaseRow.report_id == report_id).distinct().order_by(column)
+        f.wire: list(session.execute(
+            select(column(f)).where(CaseRow.report_id == report_id).distinct()
+            .order_by(column(f))
         ).scalars().all())
-        for name, column in columns.items()
+        for f in case_fields.FILTERABLE
     }
 
 
-def caveat_counts(session: Session, report_id: int) -> dict[str, int]:
-    """How many cases of the report carry each caveat code."""
+def caveat_counts(
+    session: Session, report_id: int, filters: CaseFilter | None = None
+) -> dict[str, int]:
+    """How many of the report's cases that pass the filters carry each caveat code."""
     rows = session.execute(
         select(CaveatRow.code, func.count(func.distinct(CaveatRow.case_pk)))
         .join(CaseRow, CaseRow.id == CaveatRow.case_pk)
-        .where(CaseRow.report_id == report_id)
+        .where(*_where(report_id, filters))
         .group_by(CaveatRow.code).order_by(CaveatRow.code)
     ).all()
     return {code: int(n) for code, n in rows}

@@ -7,9 +7,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.case_fields import CaseFilter
 from app.models import CaseRow
 from app.repository import cases as cases_repo
-from app.repository.cases import DERIVED, CaseFilter
+from app.repository.cases import DERIVED
 
 Case = dict[str, Any]
 

@@ -10,11 +10,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
+from app import case_fields
 from app.core.errors import Conflict
 from app.repository import reports as reports_repo
-from app.repository.cases import DERIVED
 from ingest.derived import Caveat, caveats, derive
 from ingest.schema import Case, Meta, Report
 from ingest.series import series_context
@@ -128,44 +129,16 @@ def _case_row(
     return {
         "report_id": report_id,
         "position": position,
-        "case_id": case.id,
         "content_sha256": canonical_sha256(raw),
-        "mode": case.mode,
-        "ep": case.ep,
-        "category": case.category,
-        "f": case.F,
-        "imbalance": case.imbalance,
-        "precision": case.precision,
-        "pipeline": case.pipeline,
-        "emulated": case.emulated,
-        "forward_ms": case.forwardMS,
-        "backward_ms": case.backwardMS,
-        "layer_ms": case.layerMS,
-        "useful_tf_per_gpu": case.usefulTFPerGPU,
-        "nvlink_tx_gbps": case.nvlinkTXGBps,
-        "nvlink_rx_gbps": case.nvlinkRXGBps,
-        "nvlink_max_tx_gbps": case.nvlinkMaxTXGBps,
-        "nvlink_max_rx_gbps": case.nvlinkMaxRXGBps,
-        "analytical_hbm_gbps": case.analyticalHBMGBps,
-        "slot_bytes": case.slotBytes,
-        "scratch_bytes": case.scratchBytes,
-        "arena_bytes": case.arenaBytes,
-        "input_bytes": case.inputBytes,
-        "host_scratch_bytes": case.hostScratchBytes,
-        "allocated_peak_gib": case.allocatedPeakGiB,
-        "reserved_peak_gib": case.reservedPeakGiB,
-        "numerical_accepted": case.numericalAccepted,
-        "graph_accepted": case.graphAccepted,
-        "allocation_retries": case.allocationRetries,
-        "ooms": case.ooms,
-        "logical_forward_payload_bytes_rank0": case.logicalForwardPayloadBytesRank0,
-        "forward_flops_per_logical_payload_byte_rank0":
-            case.forwardFlopsPerLogicalPayloadByteRank0,
-        "capacity_rows": case.capacityRows,
-        **{column.key: derived[name] for name, column in DERIVED.items()},
-        "windows": case.windows.model_dump(mode="json", exclude_unset=True),
-        "receive_rows": case.receiveRows,
-        "saved_bytes": case.savedBytes,
-        "recompute": case.recompute,
+        **{f.column: _column_value(getattr(case, f.wire)) for f in case_fields.STORED
+           if f.column},
+        **{f.column: derived[f.wire] for f in case_fields.DERIVED if f.column},
         "payload": raw,
     }
+
+
+def _column_value(value: Any) -> Any:
+    # A nested object (the windows) is stored as its wire JSON, keys it did not send left out.
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_unset=True)
+    return value

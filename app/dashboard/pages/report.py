@@ -10,6 +10,7 @@ import dash_ag_grid as dag
 from dash import Input, Output, State, callback, clientside_callback, dcc, html
 
 from app import figures
+from app.case_fields import FILTERABLE, CaseFilter
 from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.dashboard import (
@@ -31,7 +32,6 @@ from app.dashboard.components import (
     style_legend,
     table,
 )
-from app.repository.cases import CaseFilter
 from ingest.derived import report_notes
 
 dash.register_page(__name__, path_template="/reports/<report_id>",
@@ -61,7 +61,7 @@ def header(h: report_view.ReportHeader, export_href: str) -> html.Div:
 
 def filter_controls(options: dict[str, list[Any]], chosen: CaseFilter) -> html.Div:
     controls = []
-    for name, _ in filters.FILTER_FIELDS:
+    for name in (f.wire for f in FILTERABLE):
         controls.append(html.Label([
             html.Span(name),
             dcc.Dropdown(
@@ -165,7 +165,7 @@ OUTPUTS = [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS] + 
 ]
 
 
-@callback(OUTPUTS, [Input(f"report-filter-{name}", "value") for name, _ in filters.FILTER_FIELDS],
+@callback(OUTPUTS, [Input(f"report-filter-{f.wire}", "value") for f in FILTERABLE],
           State("report-id", "data"), prevent_initial_call=True)
 def refilter(*args: Any) -> list[Any]:
     """Redraw every chart and the table for the chosen filters."""

@@ -1,0 +1,153 @@
+"""Each case field is declared once, in ``app.case_fields``: the model holds a column for every
+declared column and nothing else, and a field declared filterable, sortable or tabled is a
+filter, a sort key and a table column of the API and the dashboard. Expectations come from
+the reference report's own values (the derived ones from the case the API returns), sorted
+and filtered here in Python."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from api_helpers import REPORTS
+from fastapi.testclient import TestClient
+from sqlalchemy import JSON, BigInteger, Boolean, Float, Integer, String, Text
+from sqlalchemy.orm import Session
+
+from app import case_fields
+from app.case_fields import FIELDS, FILTERABLE, SORTABLE, TABLED, CaseField, CaseFilter
+from app.dashboard import case_table, filters, report_view
+from app.models import CaseRow
+from app.repository import cases as cases_repo
+from ingest.derived import derive
+from ingest.schema import Case
+from ingest.validate import validate_report
+
+Body = dict[str, Any]
+Auth = Callable[[str], dict[str, str]]
+
+# Columns of a case row that hold no case field: keys, bookkeeping, the posted JSON.
+_BOOKKEEPING = {"id", "report_id", "position", "content_sha256", "payload"}
+_KIND_OF_TYPE = {Integer: int, BigInteger: int, Float: float, String: str, Text: str,
+                 Boolean: bool}
+
+
+def test_every_case_column_is_one_declared_field_of_its_kind() -> None:
+    columns = {c.key: c for c in CaseRow.__table__.columns if c.key not in _BOOKKEEPING}
+    declared = [f.column for f in FIELDS if f.column is not None]
+    assert sorted(declared) == sorted(columns)  # each column once, none undeclared
+    for field in FIELDS:
+        if field.column is None:
+            continue
+        column_type = type(columns[field.column].type)
+        if column_type is JSON:
+            assert field.kind in (list, dict), field.wire
+        else:
+            assert _KIND_OF_TYPE[column_type] is field.kind, field.wire
+
+
+def test_every_field_is_on_the_wire_or_derived(reference: Body) -> None:
+    report = validate_report(reference)
+    derived = derive(report.meta, report.cases[0]).as_dict()
+    for field in FIELDS:
+        if field.derived:
+            assert field.wire in derived, field.wire
+        else:
+            assert field.wire in Case.model_fields, field.wire
+    assert {f.wire for f in case_fields.DERIVED} == set(derived)
+
+
+@pytest.fixture
+def stored(client: TestClient, auth: Auth, reference: Body) -> tuple[int, list[Body]]:
+    """The reference report posted, and its cases as the API returns them, in report order."""
+    posted = client.post(REPORTS, json=reference, headers=auth("ingest"))
+    assert posted.status_code == 201, posted.text
+    report_id = posted.json()["id"]
+    items = client.get(f"{REPORTS}/{report_id}/cases").json()["items"]
+    assert [c["id"] for c in items] == [c["id"] for c in reference["cases"]]
+    return report_id, items
+
+
+def _value(field: CaseField, reference_case: Body, served: Body) -> Any:
+    # Wire values from the report as posted; derived ones exist only in what is served.
+    return served[field.wire] if field.derived else reference_case.get(field.wire)
+
+
+def _ids(response: Any) -> list[str]:
+    assert response.status_code == 200, response.text
+    return [c["id"] for c in response.json()["items"]]
+
+
+@pytest.mark.parametrize("field", SORTABLE, ids=lambda f: f.wire)
+def test_every_sortable_field_sorts_the_api(
+    client: TestClient, reference: Body, stored: tuple[int, list[Body]], field: CaseField,
+) -> None:
+    report_id, served = stored
+    values = [(_value(field, ref, got), ref["id"])
+              for ref, got in zip(reference["cases"], served, strict=True)]
+    for order in ("asc", "desc"):
+        # sorted() is stable, also reversed: ties keep report order. Unmeasured cases last.
+        known = sorted((v for v in values if v[0] is not None),
+                       key=lambda v: v[0], reverse=order == "desc")
+        expected = [v[1] for v in known] + [v[1] for v in values if v[0] is None]
+        got = client.get(f"{REPORTS}/{report_id}/cases",
+                         params={"sort": field.wire, "order": order})
+        assert _ids(got) == expected, order
+
+
+@pytest.mark.parametrize("field", FILTERABLE, ids=lambda f: f.wire)
+def test_every_filterable_field_filters_the_api_the_page_and_the_facets(
+    client: TestClient, reference: Body, stored: tuple[int, list[Body]], session: Session,
+    field: CaseField,
+) -> None:
+    report_id, _ = stored
+    counts = Counter(c[field.wire] for c in reference["cases"])
+    # The commonest value, and the rarest where that still leaves some out ("any of").
+    ranked = [value for value, _ in counts.most_common()]
+    chosen = ranked[:1] + ranked[-1:] if len(ranked) > 2 else ranked[:1]
+    expected = [c["id"] for c in reference["cases"] if c[field.wire] in chosen]
+    assert 0 < len(expected) < len(reference["cases"]) or len(counts) == 1
+
+    api = client.get(f"{REPORTS}/{report_id}/cases", params={field.wire: chosen})
+    assert _ids(api) == expected
+    detail = client.get(f"{REPORTS}/{report_id}").json()
+    assert detail["summary"][field.wire] == sorted(counts)
+
+    picked = CaseFilter(**{field.wire: chosen})
+    assert filters.filters_from_search(filters.search_from_filters(picked)) == picked
+    view = report_view.report_view(session, report_id, picked)
+    assert [c["id"] for c in view.cases] == expected
+    assert [r["id"] for r in view.rows] == expected
+
+    # Caveat counts over the cases in view: each case once per code.
+    in_view = [c for c in detail_cases(client, report_id) if c["id"] in set(expected)]
+    want = Counter(code for c in in_view for code in {v["code"] for v in c["caveats"]})
+    assert cases_repo.caveat_counts(session, report_id, picked) == dict(sorted(want.items()))
+    assert view.caveats == dict(sorted(want.items()))
+
+
+def detail_cases(client: TestClient, report_id: int) -> list[Body]:
+    return list(client.get(f"{REPORTS}/{report_id}/cases").json()["items"])
+
+
+@pytest.mark.parametrize("field", TABLED, ids=lambda f: f.wire)
+def test_every_tabled_field_is_a_column_of_the_table_and_the_csv(
+    reference: Body, stored: tuple[int, list[Body]], field: CaseField,
+) -> None:
+    _, served = stored
+    rows = [case_table.table_row(case) for case in served]
+    parsed = list(csv.DictReader(io.StringIO(case_table.csv_text(rows))))
+    assert (field.wire, field.label) in case_table.TABLE_COLUMNS
+    for ref, got, row, line in zip(reference["cases"], served, rows, parsed, strict=True):
+        value = _value(field, ref, got)
+        assert row.get(field.wire) == value, (field.wire, ref["id"])
+        assert line[field.wire] == ("" if value is None else str(value))
+
+
+def test_a_filter_of_an_unknown_field_is_refused() -> None:
+    with pytest.raises(TypeError, match="not a filterable case field: layerMS"):
+        CaseFilter(layerMS=[1.0])
