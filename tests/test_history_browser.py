@@ -17,6 +17,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from sqlalchemy.orm import Session
 from test_dashboard_browser import (
     SCREENSHOTS,
+    drawn,
     require_chromium,
     shot,
     wait_for,
@@ -91,8 +92,9 @@ def test_history_page_draws_the_trend(
                     "a moved case's history link")[0]
     case_id = link.text
     link.click()
-    charts = wait_for_charts(driver, 2)
-    assert set(charts) >= {"history-graph-layer-time", "history-graph-throughput"}
+    # The report page's charts stay drawn until the history page replaces them: wait for its own.
+    wanted = {"history-graph-layer-time", "history-graph-throughput"}
+    wait_for(driver, lambda d: wanted <= set(drawn(d)), "the history page's two charts")
     assert driver.find_element(By.ID, "history-case-id").text == case_id
     verdict = driver.find_element(By.ID, "history-verdict")
     assert f"report #{server[1]['newest']}: regression, layer time +1" in verdict.text
