@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# GPU check of the runner (issue 3), sized for 10 minutes on one H200:
-#   1. the precision probe (grouped GEMM, native mxfp8/nvfp4 scaled GEMMs),
+# GPU check of the runner (issues 3 and 11), sized for under 7 minutes on one H200:
+#   1. the precision probe (grouped GEMM, native mxfp8/nvfp4 scaled GEMMs, why not),
+#      NVML's NVLink counters read twice and the GPU state NVML gives,
 #   2. a bf16 GEMM ceiling measured in the same run,
-#   3. a single-GPU matrix (EP 1, a shape that fills the GPU): every pipeline (staged
-#      overlaps its transfers with the GEMMs on CUDA streams; mega is the whole layer
-#      through torch.compile), the three precisions (native scaled GEMMs where the probe
-#      ran them, e.g. Blackwell; emulated on an H200), training in CUDA graphs (the step,
-#      and forward and backward), and one case with an injected OOM in its numerical
-#      check (ooms 1, reported),
-# then useful TFLOP/s and % of the measured ceiling per case, graphAccepted (and the
-# graph note where a capture or a compile fell back), ooms and emulated.
-# Without a GPU (or with --dry-run) it runs the same steps on a tiny shape on the CPU.
+#   3. the layer alone on a decode shape (T=64, E=256, K=2: half the experts get no
+#      rows) in a one-rank NCCL group: eager vs CUDA-graph time, graph replay vs eager,
+#      staged and mega vs standard, layer-only peak memory (bench/gpu_layer_check.py),
+#   4. two single-GPU matrices with ep1_group = true, so EP 1 still runs
+#      all_to_all_single, NCCL inside the CUDA graphs, mega's functional collectives and
+#      the staged streams: a large shape (every pipeline and precision, training in CUDA
+#      graphs, one case with an injected OOM in its numerical check, reported with ooms 1)
+#      and the decode shape,
+# then per case: layer time and window spread, % of the measured ceiling, phaseMS and
+# dispatch/combine GB/s, numerics vs bound, graphAccepted, allocated peak, gpuState.
+# Without a GPU (or with --dry-run) it runs the same steps on tiny shapes on the CPU.
 # Needs torch, pydantic and httpx importable by $PYTHON (default: .venv/bin/python, else
 # python3); on the device machine run bench/gpu_wheels.sh here first and carry .whl.
 set -euo pipefail
@@ -62,14 +65,30 @@ if plat.cuda:
     # non-None and the second is not below the first.
     first = nvlink_counters(plat.device)
     time.sleep(1)
-    print("nvlink counters 1 s apart (TX, RX bytes):", first, nvlink_counters(plat.device))
+    print("nvlink counters 1 s apart (TX, RX bytes, fields):", first,
+          nvlink_counters(plat.device))
+    from runner.gpustate import Sampler
+
+    with Sampler(plat.device) as sampler:
+        time.sleep(0.2)
+    print("gpu state over 0.2 s idle:", sampler.state())
 PY
 
 echo "== bf16 GEMM ceiling (t=${SECONDS}s)"
 if [ $dry = 1 ]; then "$PYTHON" bench/gemm_ceiling.py 256 | tee "$OUT/ceiling.json"
 else "$PYTHON" bench/gemm_ceiling.py 8192 | tee "$OUT/ceiling.json"; fi
 
-echo "== single-GPU matrix (EP 1) (t=${SECONDS}s)"
+if [ $dry = 1 ]; then
+  decode=(16 32 32 1 32)  # T D E K F: 16 rows over 32 experts
+  warm='warmup_ms = 0'
+else
+  decode=(64 2048 256 2 768)  # 128 rows over 256 experts: at least half get none
+  warm='warmup_ms = 200'
+fi
+echo "== layer alone, decode shape, one-rank group (t=${SECONDS}s)"
+"$PYTHON" bench/gpu_layer_check.py "${decode[@]}" | tee "$OUT/layer.txt"
+
+echo "== single-GPU matrices (EP 1, one-rank group) (t=${SECONDS}s)"
 if [ $dry = 1 ]; then
   shape='T = 64
 D = 128
@@ -96,7 +115,7 @@ case_table() {
     "$1" "$2" "$3" "$F" "$4"
 }
 {
-  printf 'seed = 0\n[shape]\n%s\n[timing]\n%s\n' "$shape" "$timing"
+  printf 'seed = 0\nep1_group = true\n[shape]\n%s\n[timing]\n%s\n%s\n' "$shape" "$timing" "$warm"
   case_table inference bf16 standard gpu_check
   case_table inference bf16 staged gpu_check
   case_table inference bf16 mega gpu_check
@@ -107,6 +126,16 @@ case_table() {
   case_table training mxfp8 staged gpu_check
   case_table training bf16 mega gpu_check
 } > "$OUT/matrix.toml"
+F=${decode[4]}
+{
+  printf 'seed = 0\nep1_group = true\n[shape]\nT = %s\nD = %s\nE = %s\nK = %s\n[timing]\n%s\n%s\n' \
+    "${decode[0]}" "${decode[1]}" "${decode[2]}" "${decode[3]}" "$timing" "$warm"
+  case_table inference bf16 standard decode
+  case_table inference bf16 staged decode
+  case_table inference bf16 mega decode
+  case_table inference mxfp8 staged decode
+  case_table inference nvfp4 standard decode
+} > "$OUT/decode.toml"
 # The oom_check case runs out of memory (injected) in its numerical check: the runner
 # must report it with ooms 1 and go on to the next case. The injection is test-only:
 # tests/site/sitecustomize.py arms it (tests/oom_injection.py) when on PYTHONPATH.
@@ -114,6 +143,9 @@ PYTHONPATH="$PWD/tests/site:$PWD/tests:$PYTHONPATH" \
 MOESCOPE_INJECT_OOM="rank=0,case=oom_check,phase=numerics" \
 "$PYTHON" -m app.cli run --matrix "$OUT/matrix.toml" --nproc 1 --out "$OUT/report.json" \
   --spool "$OUT/spool"
+echo "== decode matrix (t=${SECONDS}s)"
+"$PYTHON" -m app.cli run --matrix "$OUT/decode.toml" --nproc 1 --out "$OUT/decode.json" \
+  --spool "$OUT/spool"
 
 echo "== summary (t=${SECONDS}s)"
-"$PYTHON" bench/gpu_check_summary.py "$OUT/report.json" "$OUT/ceiling.json"
+"$PYTHON" bench/gpu_check_summary.py "$OUT/ceiling.json" "$OUT/report.json" "$OUT/decode.json"

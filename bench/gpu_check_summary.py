@@ -1,43 +1,80 @@
-"""Per case of a runner report: useful TFLOP/s per GPU and % of the measured bf16 ceiling
-(and of the datasheet peak where the report has one).
+"""Per case of a runner report: layer time and window spread, useful TFLOP/s and % of
+the measured bf16 ceiling (and of the datasheet peak where the report has one), the
+per-phase times and bandwidths, numerics against the bound, the graph check, the memory
+peak, and the GPU state NVML sampled over the timed windows.
 
-usage: python bench/gpu_check_summary.py REPORT.json CEILING.json
+usage: python bench/gpu_check_summary.py CEILING.json REPORT.json [REPORT.json ...]
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 
-def main(report_path: str, ceiling_path: str) -> int:
-    report = json.loads(Path(report_path).read_text())
-    ceiling = json.loads(Path(ceiling_path).read_text().strip().splitlines()[-1])
-    measured = float(ceiling["bf16TFLOPs"])
-    peaks = report["meta"].get("theoreticalTFPerGPU") or {}
-    print(f"device {report['meta']['gpu']}; measured bf16 GEMM ceiling {measured:.1f} TFLOP/s "
-          f"(n={ceiling['n']}); datasheet bf16 {peaks.get('bf16', '-')}")
-    print(f"{'case':<52} {'layer ms':>9} {'useful TF':>10} {'% ceil':>7} {'% peak':>7} "
-          f"{'numerics':>9} {'graph':>6} {'ooms':>4} emulated")
+def _spread(windows: list[float]) -> float:
+    return (max(windows) - min(windows)) / statistics.median(windows) * 100
+
+
+def _gpu_state(case: dict[str, Any]) -> str:
+    state = case.get("gpuState")
+    if not state:
+        return f"gpuState null: {case.get('gpuStateReason')}"
+    return (f"gpuState SM {state['smClockMinMHz']:.0f}-{state['smClockMaxMHz']:.0f} MHz, "
+            f"<= {state['powerMaxW']:.0f} W, <= {state['temperatureMaxC']:.0f} C, reasons "
+            f"{state.get('throttleReasonNames') or '-'} ({state['samples']} samples)")
+
+
+def _phases(case: dict[str, Any]) -> str:
+    phases = case.get("phaseMS")
+    if not phases:
+        return "phaseMS null"
+    return (f"phaseMS dispatch {phases['dispatch']:.4f} experts {phases['experts']:.4f} "
+            f"combine {phases['combine']:.4f}; dispatch {case['dispatchGBps']:.1f} GB/s, "
+            f"combine {case['combineGBps']:.1f} GB/s")
+
+
+def summarize(report: dict[str, Any], measured: float) -> None:
+    meta = report["meta"]
+    peaks = meta.get("theoreticalTFPerGPU") or {}
+    shape = meta["shape"]
+    print(f"-- {meta['gpu']}, T={shape['T']} D={shape['D']} E={shape['E']} K={shape['K']}, "
+          f"ep1Group {meta.get('ep1Group')}; datasheet bf16 {peaks.get('bf16', '-')}")
     for case in report["cases"]:
         tf = case["usefulTFPerGPU"]
         peak = peaks.get(case["precision"])
-        pct_peak = f"{100 * tf / peak:6.1f}" if peak and not case.get("emulated") else "     -"
-        error = case.get("numericalRelativeError")
-        numerics = f"{error:>9.2e}" if error is not None else f"{'-':>9}"
-        print(f"{case['id']:<52} {case['layerMS']:>9.3f} {tf:>10.4g} "
-              f"{100 * tf / measured:>7.1f} {pct_peak:>7} "
-              f"{numerics} {str(case['graphAccepted']):>6} {case.get('ooms', 0):>4} "
-              f"{case.get('emulated', False)}")
-        for key in ("graphNote", "oomNote", "runtimeSkipped"):
+        of_peak = f"{100 * tf / peak:.1f} %" if peak and not case.get("emulated") else "-"
+        error, bound = case.get("numericalRelativeError"), case.get("numericalBound")
+        numerics = f"{error:.2e} vs bound {bound:g}" if error is not None else "not measured"
+        peak_gib = case.get("allocatedPeakGiB")
+        print(f"{case['id']}\n  layer {case['layerMS']:.4f} ms (spread "
+              f"{_spread(case['windows']['combined']):.1f} %), {tf:.4g} useful TF/s = "
+              f"{100 * tf / measured:.1f} % of the measured ceiling, {of_peak} of peak; "
+              f"numerics {numerics} ({case.get('numericalAccepted')}); graphAccepted "
+              f"{case.get('graphAccepted')}; allocated peak "
+              f"{'-' if peak_gib is None else f'{peak_gib:.2f} GiB'}; ooms "
+              f"{case.get('ooms', 0)}; emulated {case.get('emulated', False)}")
+        print(f"  {_phases(case)}\n  {_gpu_state(case)}; NVLink TX "
+              f"{case.get('nvlinkTXGBps')} RX {case.get('nvlinkRXGBps')} GB/s")
+        for key in ("failure", "graphNote", "oomNote", "runtimeSkipped"):
             if case.get(key):
                 print(f"  {key}: {case[key]}")
-    for key, value in report["meta"].items():
-        if key in ("skippedNote", "runtimeSkippedNote", "graphNote"):
-            print(f"{key}: {value}")
+    for key in ("skippedNote", "runtimeSkippedNote", "graphNote", "bandwidthNote"):
+        if meta.get(key):
+            print(f"{key}: {meta[key]}")
+
+
+def main(ceiling_path: str, *reports: str) -> int:
+    ceiling = json.loads(Path(ceiling_path).read_text().strip().splitlines()[-1])
+    measured = float(ceiling["bf16TFLOPs"])
+    print(f"measured bf16 GEMM ceiling {measured:.1f} TFLOP/s (n={ceiling['n']}, same run)")
+    for path in reports:
+        summarize(json.loads(Path(path).read_text()), measured)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:3]))
+    sys.exit(main(*sys.argv[1:]))

@@ -1,0 +1,91 @@
+"""The layer alone on one rank, in a one-rank process group (NCCL on a GPU, gloo on the
+CPU), so its collectives run: per pipeline, eager vs CUDA-graph time, the graph replay
+against the eager output, staged and mega against standard on the same inputs, the
+layer-only peak memory of one forward pass, and how many experts got no rows.
+
+usage: python bench/gpu_layer_check.py T D E K F   (prints one line per pipeline)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from functools import partial
+
+import torch
+import torch.distributed as dist
+
+from runner.graphs import inference_steps
+from runner.layer import make_experts
+from runner.matrix import Timing
+from runner.pipelines import REGISTRY, BuildContext
+from runner.platform import detect
+from runner.routing import build_plan, rank_routing
+from runner.spec import CaseSpec, Shape
+from runner.timing import L2Flush, time_windows
+
+CASES = (("bf16", "standard"), ("bf16", "staged"), ("bf16", "mega"), ("mxfp8", "staged"))
+
+
+def relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))
+
+
+def main(t: int, d: int, e: int, k: int, f: int) -> int:
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29531")
+    plat = detect(0)
+    if plat.cuda:
+        dist.init_process_group("nccl", rank=0, world_size=1, device_id=plat.device)
+    else:
+        dist.init_process_group("gloo", rank=0, world_size=1)
+    group, device = dist.group.WORLD, plat.device
+    timing = (Timing(windows=3, iterations=10, warmup=3, warmup_ms=200) if plat.cuda else
+              Timing(windows=1, iterations=1, warmup=0, warmup_ms=0))
+    flush = L2Flush(device) if plat.cuda else None
+    shape = Shape(T=t, D=d, E=e, K=k)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(t, d, generator=g).to(torch.bfloat16).to(device)
+    experts = make_experts(d, f, 0, e, 0, torch.bfloat16, device)
+    outputs: dict[tuple[str, str], torch.Tensor] = {}
+    print(f"== layer check T={t} D={d} E={e} K={k} F={f} on {plat.gpu_name}, "
+          f"{dist.get_backend(group)} one-rank group")
+    for precision, pipeline in CASES:
+        spec = CaseSpec("inference", 1, precision, pipeline, "gpu_check", f, 1.0)
+        plan = build_plan(shape, spec, 0)
+        zero = sum(1 for n in rank_routing(plan, 0).expert_counts if n == 0)
+        ctx = BuildContext(plan, 0, t, precision, group, device, plat.grouped_mm,
+                           native_scaled=plat.native_scaled)
+        forward = REGISTRY[pipeline].build(ctx)
+        with torch.no_grad():
+            eager_out = forward(x, experts).clone()
+            if plat.cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats(device)
+                base = torch.cuda.memory_allocated(device)
+                forward(x, experts)
+                torch.cuda.synchronize()
+                layer_mib = f"{(torch.cuda.max_memory_allocated(device) - base) / 2**20:.1f}"
+            else:
+                layer_mib = "-"
+            eager = time_windows(partial(forward, x, experts), timing, device=device,
+                                 group=group, flush=flush)
+            steps = inference_steps(forward, experts, x, plat.cuda, group)
+            graph = time_windows(steps.step, timing, device=device, group=group, flush=flush)
+        outputs[(precision, pipeline)] = eager_out
+        versus = ""
+        if precision == "bf16" and pipeline != "standard":
+            versus = (f" vs standard rel {relative(eager_out, outputs[('bf16', 'standard')]):.2e}"
+                      f" equal {bool(torch.equal(eager_out, outputs[('bf16', 'standard')]))}")
+        note = f" ({steps.note})" if steps.note else ""
+        print(f"{precision:>6} {pipeline:<8} zero-row experts {zero}/{e}  eager "
+              f"{eager.median_ms:.3f} ms  graph {graph.median_ms:.3f} ms  graph replay "
+              f"matches eager (<= 1e-3): {steps.accepted}{note}  layer-only peak "
+              f"{layer_mib} MiB{versus}", flush=True)
+        del steps, forward
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*(int(a) for a in sys.argv[1:6])))
