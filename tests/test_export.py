@@ -354,6 +354,10 @@ def test_compare_export_route_and_cli(
     assert [li.text for li in root.by_id("export-only-head").find_all("li")] == [
         "new <i>case</i>"]
     assert "head <b>run</b>" in root.by_id("export-reports").text
+    # No chart, so no script: the policy allows none.
+    assert not root.find_all("script")
+    csp = root.find_all("meta", **{"http-equiv": "Content-Security-Policy"})[0].attrs["content"]
+    assert "script-src 'none';" in csp and "default-src 'none';" in csp
     footer = root.by_id("export-footer").text
     for report_id in ids:
         source = client.get(f"/api/v1/reports/{report_id}/report.json").content

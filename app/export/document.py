@@ -66,7 +66,7 @@ def content_security_policy(scripts: list[str], styles: list[str]) -> str:
     elements run. Style attributes stay allowed: plotly.js styles its SVG with them, and
     with every fetch refused they cannot reach anything. Images only as data: URLs: plotly
     paints a heatmap on a canvas and shows it as one."""
-    script_src = " ".join(csp_hash(s) for s in scripts)
+    script_src = " ".join(csp_hash(s) for s in scripts) or "'none'"
     style_src = " ".join(csp_hash(s) for s in [*styles, _EMPTY_STYLE])
     return (f"default-src 'none'; script-src {script_src}; style-src {style_src}; "
             "style-src-attr 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'")
@@ -94,11 +94,12 @@ def export_spec(spec: Spec) -> Spec:
 
 
 def render(template: str, charts: dict[str, Spec], **context: Any) -> str:
-    """The whole document: ``charts`` (element id -> spec) drawn by draw.js."""
+    """The whole document: ``charts`` (element id -> spec) drawn by draw.js; a document
+    without a chart carries no script at all."""
     env = _environment()
     zooms = "".join(f"#{key}{{zoom:{print_zoom(spec)}}}" for key, spec in charts.items())
     css = asset("export.css") + f"@media print{{{zooms}}}\n"
-    scripts = [plotly_js(), asset("draw.js")]
+    scripts = [plotly_js(), asset("draw.js")] if charts else []
     return env.get_template(template).render(
         csp=content_security_policy(scripts, [css]), css=css, scripts=scripts,
         chart_specs={key: json_for_script(spec) for key, spec in charts.items()},

@@ -73,7 +73,7 @@ def report_html(view: ReportView, footer: Footer, verdicts: ReportVerdicts | Non
         header=header, view=view, filters=filters_text(view.filters),
         notes=report_notes(view.meta), caveats=view.caveats,
         summary=summary_rows(view.cases), panels=view.panels, chart_id=chart_id,
-        columns=[f.label for f in TABLED],
+        columns=[(f.wire, f.label) for f in TABLED],
         rows=[(_cells(case), [c["code"] for c in case.get("caveats", [])])
               for case in view.cases],
         history=against_history(view, verdicts) if verdicts else None,
