@@ -35,6 +35,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 # Run as a script, this folder leads sys.path and bench/ingest.py shadows the ingest package.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO / "bench"]
+sys.path.append(str(REPO / "tests"))  # live.py: a server process, a scratch database
 SYNTHETIC_CASES = 5000
 PAGE_TARGET_S = {"reference": 2.0, "synthetic": 6.0}
 CALLBACK_P95_TARGET_MS = 300.0
@@ -181,7 +182,7 @@ def main() -> int:
     parser.add_argument("--only", choices=("reference", "synthetic"),
                         help="measure one report only (quicker while iterating)")
     args = parser.parse_args()
-    from app.testing import scratch_postgres_database, serve_process
+    from live import scratch_postgres_database, serve_process
 
     admin = os.environ.get("MOESCOPE_BENCH_POSTGRES_URL",
                            "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")

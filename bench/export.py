@@ -27,6 +27,7 @@ from types import ModuleType
 REPO = Path(__file__).resolve().parent.parent
 # Run as a script, this folder leads sys.path and bench/ingest.py shadows the ingest package.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO / "bench"]
+sys.path.append(str(REPO / "tests"))  # live.py: a server process, a scratch database
 TIME_TARGET_S = {"reference": 2.0, "synthetic": 10.0}
 SIZE_TARGET_MB = {"reference": 6.0}
 
@@ -80,7 +81,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="exports per measurement")
     parser.add_argument("--cases", type=int, default=None, help="synthetic report size")
     args = parser.parse_args()
-    from app.testing import scratch_postgres_database
+    from live import scratch_postgres_database
+
     from db.migrate import upgrade
 
     bench = dashboard_bench()

@@ -31,12 +31,12 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO / "bench"
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from history_helpers import ingest, synthetic_series  # noqa: E402
+from live import scratch_postgres_database, serve_process  # noqa: E402
 from sqlalchemy import create_engine  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
 from app.cli import reference_report_text  # noqa: E402
 from app.services.history import report_regressions  # noqa: E402
-from app.testing import scratch_postgres_database, serve_process  # noqa: E402
 from db.migrate import upgrade  # noqa: E402
 from ingest.validate import parse_json  # noqa: E402
 

@@ -18,6 +18,13 @@ from typing import Any
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from live import (
+    ServerProcess,
+    free_port,
+    libpq_url,
+    scratch_postgres_database,
+    serve_process,
+)
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
@@ -27,13 +34,6 @@ from app.core.db import engine_for
 from app.main import create_app
 from app.models import Base
 from app.repository import tokens
-from app.testing import (
-    ServerProcess,
-    free_port,
-    libpq_url,
-    scratch_postgres_database,
-    serve_process,
-)
 from db.migrate import upgrade
 
 POSTGRES_URL = os.environ.get(
@@ -145,7 +145,7 @@ def reference() -> dict[str, Any]:
     return copy.deepcopy(_REFERENCE)
 
 
-# A live server is ``app.testing.serve_process``, the same one the benchmarks start.
+# A live server is ``live.serve_process`` (tests/live.py), the same one the benchmarks start.
 LiveServer = ServerProcess
 
 

@@ -13,8 +13,7 @@ from typing import Any
 
 import httpx
 from conftest import live_server
-
-from app.testing import REPO
+from live import REPO
 
 
 @dataclass

@@ -22,6 +22,7 @@ from conftest import (
     fresh_postgres_database,
     live_server,
 )
+from live import REPO
 from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.chrome.service import Service
@@ -36,7 +37,6 @@ from app.core.db import engine_for
 from app.dashboard.charts import CHART_CASE_CAP, cap_banner
 from app.dashboard.links import case_href
 from app.repository import tokens
-from app.testing import REPO
 
 pytestmark = pytest.mark.live
 

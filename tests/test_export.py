@@ -22,6 +22,7 @@ import pytest
 from conftest import fresh_postgres_database, live_server
 from export_helpers import chart_specs, masked, parse, table_rows
 from fastapi.testclient import TestClient
+from live import REPO
 from sqlalchemy.orm import Session
 
 from app import figures
@@ -33,7 +34,6 @@ from app.export import command
 from app.export.document import csp_hash, export_spec
 from app.export.service import export_report
 from app.services import reports as report_service
-from app.testing import REPO
 from ingest.validate import validate_report
 
 SCRIPT_NOTE = "<script>alert(1)</script><img src=x onerror=\"alert(2)\"> & done"

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import _REFERENCE
+from live import REPO
 from plotly.offline import get_plotlyjs
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -30,7 +31,6 @@ from app.core.db import engine_for
 from app.export import document
 from app.export.service import export_compare, export_report
 from app.services import reports as report_service
-from app.testing import REPO
 from db.migrate import upgrade
 
 pytestmark = pytest.mark.live

@@ -8,9 +8,9 @@ from typing import Any
 
 import plotly.graph_objects as go
 import pytest
+from live import REPO
 
 from app import figures
-from app.testing import REPO
 from ingest.derived import caveats, derive
 from ingest.schema import Case, Meta
 

@@ -31,8 +31,7 @@ from conftest import (
     libpq_url,
     live_server,
 )
-
-from app.testing import REPO
+from live import REPO
 
 pytestmark = pytest.mark.live
 

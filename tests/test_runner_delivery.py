@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 from conftest import LiveServer, free_port, live_server
+from live import REPO
 
-from app.testing import REPO
 from runner.client import DeliveryError, Sender, flush_spool, post_api, resend_earlier
 from runner.http import Poster
 from runner.spool import Spool, SpoolError, SpoolFull, run_folder

@@ -17,9 +17,8 @@ import pytest
 from api_helpers import small_report
 from conftest import LiveServer, free_port, live_server
 from import_blocker import ENV as BLOCK_ENV
+from live import REPO
 from site_hooks import env_with_site
-
-from app.testing import REPO
 
 pytestmark = pytest.mark.live
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
+from live import free_port
 from torch.multiprocessing.spawn import spawn
 
-from app.testing import free_port
 from runner.layer import Experts, grouped_mm_runs, make_experts
 from runner.pipelines import BuildContext, Forward, compiled_or_eager, mega_forward
 from runner.routing import build_plan

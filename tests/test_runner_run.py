@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from live import REPO
 from runner_helpers import run_posted
 
-from app.testing import REPO
 from ingest.schema import Case
 from ingest.validate import validate_report
 from runner.execute import ERROR_BOUNDS
