@@ -97,7 +97,6 @@ SORTABLE = tuple(f for f in FIELDS if f.sortable)
 DERIVED = tuple(f for f in FIELDS if f.derived)
 TABLED = tuple(f for f in FIELDS if f.tabled)
 STORED = tuple(f for f in FIELDS if f.column is not None and not f.derived)  # as posted
-BY_WIRE = {f.wire: f for f in FIELDS}
 
 
 class CaseFilter:

@@ -32,9 +32,17 @@ def cases(reference: dict[str, Any]) -> list[dict[str, Any]]:
     return view_cases(reference)
 
 
+def report_figures(cases: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, go.Figure]:
+    return {chart.key: chart.build(cases, meta) for chart in figures.CHARTS}
+
+
+def case_figures(case: dict[str, Any]) -> dict[str, go.Figure]:
+    return {key: figures.to_figure(spec) for key, spec in figures.case_specs(case).items()}
+
+
 @pytest.fixture
 def built(cases: list[dict[str, Any]], reference: dict[str, Any]) -> dict[str, go.Figure]:
-    return figures.report_figures(cases, reference["meta"])
+    return report_figures(cases, reference["meta"])
 
 
 def ids(trace: Any) -> list[str]:
@@ -268,7 +276,7 @@ def test_report_strings_are_escaped(
 ) -> None:
     cases[0]["id"] = "<img src=x onerror=alert(1)>"
     cases[0]["pipeline"] = "<script>alert(1)</script>"
-    for key, fig in figures.report_figures(cases, reference["meta"]).items():
+    for key, fig in report_figures(cases, reference["meta"]).items():
         found = strings(fig.to_plotly_json())
         assert not [s for s in found if "<img" in s or "<script" in s], key
         if key != "scaling":  # the altered case matches no other configuration
@@ -278,7 +286,7 @@ def test_report_strings_are_escaped(
 
 def test_case_figures(cases: list[dict[str, Any]]) -> None:
     training = next(c for c in cases if c["mode"] == "training")
-    built = figures.case_figures(training)
+    built = case_figures(training)
     windows = {t.name: list(t.y) for t in built["windows"].data}
     assert windows == training["windows"] and set(windows) == {"combined", "forward", "backward"}
     assert list(built["receive-rows"].data[0].y) == training["receiveRows"]
@@ -291,7 +299,7 @@ def test_case_figures(cases: list[dict[str, Any]]) -> None:
     for fig in built.values():
         go.Figure(fig.to_dict())
     inference = next(c for c in cases if c["mode"] == "inference")
-    assert {t.name for t in figures.case_windows(inference).data} == {"combined", "forward"}
+    assert {t.name for t in case_figures(inference)["windows"].data} == {"combined", "forward"}
 
 
 def test_legend_can_be_left_to_the_page(

@@ -1,4 +1,5 @@
-"""Response schemas: what leaves through the API. Rows are converted here, never returned."""
+"""Response schemas: what leaves through the API. Report rows are converted here (case rows
+in app.services.cases), never returned."""
 
 from __future__ import annotations
 
@@ -57,11 +58,6 @@ class ReportDetail(ReportSummary):
     meta: dict[str, Any]
     summary: dict[str, Any]
     caveats: list[Note]
-
-
-class CaveatOut(Out):
-    code: str
-    message: str
 
 
 class CasePage(Out):

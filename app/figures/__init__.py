@@ -15,8 +15,8 @@ charts), ``charts`` (them listed with their notes), ``case_charts`` (one case),
 ``history_charts`` (one case across reports).
 """
 
-from app.figures.case_charts import case_figures, case_memory_spec, case_specs, case_windows
-from app.figures.charts import CHARTS, Chart, report_figures
+from app.figures.case_charts import case_memory_spec, case_specs
+from app.figures.charts import CHARTS, Chart
 from app.figures.history_charts import history_specs, verdict_text
 from app.figures.layout import to_figure
 from app.figures.panel_charts import matching_series, memory_spec, scaling_spec
@@ -31,8 +31,8 @@ from app.figures.style import (
 )
 
 __all__ = [
-    "CHARTS", "Case", "Chart", "Meta", "Spec", "case_figures", "case_memory_spec",
-    "case_specs", "case_windows", "history_specs", "matching_series", "memory_spec",
-    "pipeline_pattern", "pipeline_symbol", "precision_colour", "report_figures", "scaling_spec",
+    "CHARTS", "Case", "Chart", "Meta", "Spec", "case_memory_spec",
+    "case_specs", "history_specs", "matching_series", "memory_spec",
+    "pipeline_pattern", "pipeline_symbol", "precision_colour", "scaling_spec",
     "text", "to_figure", "verdict_text",
 ]

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import plotly.graph_objects as go
-
-from app.figures.layout import chart_layout, figure, titled, to_figure
+from app.figures.layout import chart_layout, figure, titled
 from app.figures.style import GIB, Case, Spec, Trace, precision_colour
 
 
@@ -62,14 +60,6 @@ def case_saved_bytes_spec(case: Case) -> Spec:
                                       xaxis={"title": titled("rank")}))
 
 
-def case_figures(case: Case) -> dict[str, go.Figure]:
-    return {key: to_figure(spec) for key, spec in case_specs(case).items()}
-
-
 def case_specs(case: Case) -> dict[str, Spec]:
     return {"windows": case_windows_spec(case), "receive-rows": case_receive_rows_spec(case),
             "memory": case_memory_spec(case), "saved-bytes": case_saved_bytes_spec(case)}
-
-
-def case_windows(case: Case) -> go.Figure:
-    return to_figure(case_windows_spec(case))

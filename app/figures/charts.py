@@ -53,6 +53,3 @@ CHARTS: tuple[Chart, ...] = (
     Chart("intensity", "Arithmetic intensity", arithmetic_intensity_spec, ("timingNote",)),
 )
 
-
-def report_figures(cases: Sequence[Case], meta: Meta) -> dict[str, go.Figure]:
-    return {chart.key: chart.build(cases, meta) for chart in CHARTS}
