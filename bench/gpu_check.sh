@@ -138,7 +138,7 @@ F=${decode[4]}
 } > "$OUT/decode.toml"
 # The oom_check case runs out of memory (injected) in its numerical check: the runner
 # must report it with ooms 1 and go on to the next case. The injection is test-only:
-# tests/site/sitecustomize.py arms it (tests/oom_injection.py) when on PYTHONPATH.
+# tests/site/sitecustomize.py arms it (tests/injection.py) when on PYTHONPATH.
 PYTHONPATH="$PWD/tests/site:$PWD/tests:$PYTHONPATH" \
 MOESCOPE_INJECT_OOM="rank=0,case=oom_check,phase=numerics" \
 "$PYTHON" -m app.cli run --matrix "$OUT/matrix.toml" --nproc 1 --out "$OUT/report.json" \

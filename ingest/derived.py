@@ -155,6 +155,8 @@ def caveats(meta: Meta, case: Case, derived: Derived | None = None) -> list[Cave
     throttled = _throttled(case)
     if throttled:
         add("throttled", f"clocks were held down during the timed windows ({throttled})")
+    if case.failure:
+        add("failed", f"the case ended early: {case.failure}; the later phases' fields are null")
     return out
 
 
@@ -169,5 +171,5 @@ def _throttled(case: Case) -> str:
 CAVEAT_CODES = (
     "numerical_not_accepted", "graph_not_accepted", "oom", "allocation_retries", "recompute",
     "noisy_windows", "local_only_payload", "no_peak", "nvlink_not_measured", "above_peak",
-    "emulated", "throttled",
+    "emulated", "throttled", "failed",
 )

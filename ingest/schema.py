@@ -120,6 +120,8 @@ class Case(WireModel):
     combineGBps: NonNegativeFloat | None = None
     gpuState: GpuState | None = None
     gpuStateReason: Annotated[str, Field(max_length=1000)] | None = None  # why gpuState is null
+    # What ended the case other than an OOM (phase, exception type, message per rank).
+    failure: Annotated[str, Field(min_length=1, max_length=2000)] | None = None
 
 
 class Report(WireModel):

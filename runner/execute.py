@@ -21,7 +21,7 @@ from runner.layer import Experts, make_experts
 from runner.matrix import Timing
 from runner.native import USAGE as NATIVE
 from runner.oom import STATE as OOM
-from runner.oom import agree, free_memory, start_phase
+from runner.oom import agree, describe, free_memory, start_phase
 from runner.phases import PhaseTimes, time_phases
 from runner.pipelines import REGISTRY, BuildContext, Forward, build_reference
 from runner.platform import Platform, nvlink_counters
@@ -43,12 +43,15 @@ T = TypeVar("T")
 
 
 class Phases:
-    """Runs a case's phases; after each, the ranks agree whether any ran out of memory.
-    The first OOM anywhere ends the case on every rank (the same decision everywhere)."""
+    """Runs a case's phases; after each, the ranks agree whether any ran out of memory or
+    failed otherwise (any exception: a scaled GEMM rejecting a shape on one rank). The
+    first OOM or failure anywhere ends the case on every rank (the same decision
+    everywhere); the case records the failure and the run goes on."""
 
     def __init__(self, group: Any, device: torch.device) -> None:
         self.group, self.device = group, device
         self.ooms = 0  # this rank's
+        self.failure: str | None = None  # this rank's: phase, exception type, message
         self.stopped: str | None = None  # why the case ended early
 
     def run(self, name: str, work: Callable[[], T]) -> T | None:
@@ -60,14 +63,24 @@ class Phases:
             result = work()
         except torch.OutOfMemoryError:
             OOM.hit = True
-        local = int(OOM.hit)
+        except Exception as exc:  # noqa: BLE001 - any failure, agreed below
+            OOM.failure = OOM.failure or describe(exc)
+        failure = OOM.failure
+        local = int(OOM.hit) | int(failure is not None) << 1
         start_phase("")
-        counts = agree(local, self.group, self.device)
-        if not any(counts):
+        codes = agree(local, self.group, self.device)
+        if not any(codes):
             return result
-        self.ooms += local
-        ranks = ", ".join(str(r) for r, c in enumerate(counts) if c)
-        self.stopped = f"out of memory in the {name} phase on rank(s) {ranks}"
+        self.ooms += local & 1
+        if failure is not None:
+            self.failure = f"{name} phase: {failure}"
+        oom_ranks = ", ".join(str(r) for r, c in enumerate(codes) if c & 1)
+        failed_ranks = ", ".join(str(r) for r, c in enumerate(codes) if c & 2)
+        self.stopped = "; ".join(
+            [*([f"out of memory in the {name} phase on rank(s) {oom_ranks}"] if oom_ranks
+               else []),
+             *([f"failed in the {name} phase on rank(s) {failed_ranks}"] if failed_ranks
+               else [])])
         free_memory()
         return None
 
@@ -201,7 +214,7 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
         allocated_peak_gib=allocated, reserved_peak_gib=reserved,
         allocation_retries=_alloc_retries(device) - retries_before,
         nvlink_tx_gbps=tx, nvlink_rx_gbps=rx,
-        ooms=phases.ooms, oom_note=phases.stopped,
+        ooms=phases.ooms, oom_note=phases.stopped, failure=phases.failure,
         emulated=spec.quantized and not NATIVE.all_native,
         phase_windows=phase_times.windows if phase_times else None,
         dispatch_bytes=phase_times.dispatch_bytes if phase_times else None,

@@ -7,6 +7,7 @@ All ranks walk the same case list in lockstep; a case runs on ranks 0..EP-1.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import socket
@@ -73,7 +74,8 @@ def skip_reason(spec: CaseSpec, matrix: Matrix, world: int) -> str | None:
     return None
 
 
-def _groups(world: int, eps: set[int], ep1_group: bool) -> dict[int, Any]:
+def _groups(world: int, eps: set[int], ep1_group: bool, timeout: dt.timedelta
+            ) -> dict[int, Any]:
     groups: dict[int, Any] = {}
     for ep in sorted(eps):
         if ep > world:
@@ -83,7 +85,8 @@ def _groups(world: int, eps: set[int], ep1_group: bool) -> dict[int, Any]:
         elif ep == world:
             groups[ep] = dist.group.WORLD
         else:
-            groups[ep] = dist.new_group(list(range(ep)))  # every rank must call this
+            # every rank must call this
+            groups[ep] = dist.new_group(list(range(ep)), timeout=timeout)
     return groups
 
 
@@ -92,11 +95,12 @@ def worker_main(rank: int, world: int, opts: RunOptions) -> int:
     if not plat.cuda:
         # Ranks share the node's cores: one thread each, or they spin against each other.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    timeout = dt.timedelta(seconds=opts.matrix.timing.timeout_s)
     if plat.cuda:  # binding the device lets NCCL set up eagerly and barriers know it
         dist.init_process_group(plat.backend, rank=rank, world_size=world,
-                                device_id=plat.device)
+                                device_id=plat.device, timeout=timeout)
     else:
-        dist.init_process_group(plat.backend, rank=rank, world_size=world)
+        dist.init_process_group(plat.backend, rank=rank, world_size=world, timeout=timeout)
     try:
         return _worker(rank, world, opts, plat)
     finally:
@@ -105,7 +109,8 @@ def worker_main(rank: int, world: int, opts: RunOptions) -> int:
 
 def _worker(rank: int, world: int, opts: RunOptions, plat: Platform) -> int:
     matrix = opts.matrix
-    groups = _groups(world, {c.ep for c in matrix.cases}, matrix.ep1_group)
+    groups = _groups(world, {c.ep for c in matrix.cases}, matrix.ep1_group,
+                     dt.timedelta(seconds=matrix.timing.timeout_s))
     skipped = {c.id: r for c in matrix.cases if (r := skip_reason(c, matrix, world))}
     runnable = [c for c in matrix.cases if c.id not in skipped]
     reporter: Reporter | None = None

@@ -26,6 +26,7 @@ iterations = 30
 warmup = 10        # iterations, and at least warmup_ms of them
 warmup_ms = 200
 flush_l2 = true    # zero a 256 MiB buffer before each timed iteration (default: inference)
+timeout_s = 1800   # the process group's timeout: how long a rank waits in a collective
 
 capacity_factor = 8
 seed = 0
@@ -58,7 +59,9 @@ TOP_KEYS = {"shape", "matrix", "case", "timing", "capacity_factor", "seed", "pea
 PEAK_KEYS = {"tf", "hbm_gbps", "nvlink_gbps_per_direction"}
 DEFAULT_WARMUP = 5
 DEFAULT_WARMUP_MS = 200.0
-TIMING_KEYS = ("windows", "iterations", "warmup", "warmup_ms", "flush_l2")
+# Ranks above a case's EP wait in a barrier while it runs: long cases must not pass it.
+DEFAULT_TIMEOUT_S = 1800.0
+TIMING_KEYS = ("windows", "iterations", "warmup", "warmup_ms", "flush_l2", "timeout_s")
 
 
 class MatrixError(ValueError):
@@ -76,6 +79,7 @@ class Timing:
     warmup: int = DEFAULT_WARMUP
     warmup_ms: float = DEFAULT_WARMUP_MS
     flush_l2: bool | None = None  # None: per mode, see flushes
+    timeout_s: float = DEFAULT_TIMEOUT_S  # of the process group (init and new_group)
 
     def flushes(self, training: bool) -> bool:
         """Inference flushes L2 between timed iterations unless told otherwise; training
@@ -200,6 +204,8 @@ def _timing(table: dict[str, Any]) -> Timing:
         warmup_ms=(_non_negative_float(table["warmup_ms"], "timing.warmup_ms")
                    if "warmup_ms" in table else DEFAULT_WARMUP_MS),
         flush_l2=flush,
+        timeout_s=(_positive_float(table["timeout_s"], "timing.timeout_s")
+                   if "timeout_s" in table else DEFAULT_TIMEOUT_S),
     )
 
 

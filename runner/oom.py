@@ -1,4 +1,4 @@
-"""Out-of-memory handling that keeps the ranks' collectives matched.
+"""Out-of-memory and other failures, handled so that the ranks' collectives stay matched.
 
 A case runs in phases (timings, numerical check, NVLink loop). Inside a phase, the local
 work between two collectives (the experts of a routed pass, forward and backward: see
@@ -9,13 +9,19 @@ a collective it skipped. After each phase the ranks all-reduce their OOM counts
 (``agree``): if any rank ran out of memory, every rank drops that phase's measurement and
 the rest of the case, frees memory, and goes on to the next case together.
 
-An OutOfMemoryError outside the guarded work (the permutations, quantization and weighted
-sum around the collectives, forward or backward) is caught at the phase boundary only;
-its peers may then wait in their next collective until the process group's timeout, a
-limitation stated in the README.
+Any other exception in the guarded work (a scaled GEMM rejecting a shape on one rank) is
+handled the same way: remembered as the rank's ``failure`` (what, where), zeros go on, and
+after the phase the ranks agree on it like an OOM (``runner.execute``), the case recording
+its ``failure``.
 
-Tests inject an OOM by setting ``INJECT`` (tests/oom_injection.py does, in every rank of
-the runs they start); the runner itself never sets it.
+An OutOfMemoryError or other exception outside the guarded work (the permutations,
+quantization and weighted sum around the collectives, forward or backward) is caught at
+the phase boundary only; its peers may then wait in their next collective until the
+process group's timeout (``[timing] timeout_s``), a limitation stated in the README.
+
+Tests inject an OOM or another error by adding to ``INJECTORS`` (tests/injection.py
+does, in every rank of the runs they start); the runner itself
+never adds one.
 """
 
 from __future__ import annotations
@@ -37,35 +43,44 @@ class OomState:
     case_id: str = ""
     phase: str = ""
     hit: bool = False  # this rank ran out of memory in the current phase
+    failure: str | None = None  # another exception in the current phase: type and message
 
 
 STATE = OomState()
 
 
-# Test-only hook: given the rank's state and whether the guarded work is a backward pass,
-# the reason to raise an injected OutOfMemoryError there, or None. None in real runs.
-Injector = Callable[[OomState, bool], str | None]
-INJECT: Injector | None = None
+# Test-only hooks: given the rank's state and whether the guarded work is a backward pass,
+# the exception to raise there, or None. Empty in real runs.
+Injector = Callable[[OomState, bool], BaseException | None]
+INJECTORS: list[Injector] = []
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as a case's ``failure`` names it: type and (first 300 chars of) message."""
+    return f"{type(exc).__name__}: {str(exc)[:300]}"
 
 
 def guarded(work: Callable[[], T], like: Callable[[], T], backward: bool = False) -> T:
     """``work()``, or ``like()`` (zeros of the same shapes, cheap) once this rank has run
-    out of memory in the current phase. ``backward``: the work is a backward pass (for
-    the injection's ``pass``)."""
-    if not STATE.hit:
+    out of memory or failed in the current phase. ``backward``: the work is a backward
+    pass (for the injection's ``pass``)."""
+    if not STATE.hit and STATE.failure is None:
         try:
-            injected = INJECT(STATE, backward) if INJECT is not None else None
-            if injected is not None:
-                raise torch.OutOfMemoryError(injected)
+            for inject in INJECTORS:
+                injected = inject(STATE, backward)
+                if injected is not None:
+                    raise injected
             return work()
         except torch.OutOfMemoryError:
             STATE.hit = True
             free_memory()
+        except Exception as exc:  # noqa: BLE001 - any failure: the peers must not wait
+            STATE.failure = describe(exc)
     return like()
 
 
 def start_phase(phase: str) -> None:
-    STATE.phase, STATE.hit = phase, False
+    STATE.phase, STATE.hit, STATE.failure = phase, False, None
 
 
 def agree(local_ooms: int, group: Any, device: torch.device) -> list[int]:

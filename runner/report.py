@@ -48,7 +48,8 @@ class RankOutcome:
     nvlink_tx_gbps: float | None
     nvlink_rx_gbps: float | None
     ooms: int = 0
-    oom_note: str | None = None
+    oom_note: str | None = None  # why the case ended early on every rank: an OOM, a failure
+    failure: str | None = None  # this rank's failure (phase, exception type, message)
     emulated: bool = False  # a quantized case whose GEMMs did not all run natively
     phase_windows: dict[str, list[float]] | None = None  # runner.phases, max over ranks
     dispatch_bytes: int | None = None  # received by this rank in the dispatch
@@ -85,8 +86,10 @@ def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[RankOutcome],
     model = model_case(shape, spec, matrix.capacity_factor)
     outcomes = sorted(outcomes, key=lambda o: o.rank)
     first = outcomes[0]  # windows are already the maximum over ranks, the same everywhere
+    failure = "; ".join(f"rank {o.rank}, {o.failure}" for o in outcomes if o.failure) or None
     if first.combined is None or first.forward is None:
-        raise Unmeasured(first.oom_note or "no time was measured")
+        raise Unmeasured("; ".join(n for n in (first.oom_note, failure) if n)
+                         or "no time was measured")
     layer_ms = _median(first.combined)
     error = first.numerical_error
     forward_flops = model.forwardFlops
@@ -130,13 +133,14 @@ def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[RankOutcome],
         "forwardFlopsPerLogicalPayloadByteRank0": forward_flops / payload if payload else None,
         "capacityRows": model.capacityRows,
         "emulated": any(o.emulated for o in outcomes),
+        "failure": failure,
         **phase_fields(outcomes),
         **gpu_state_fields(outcomes),
         # Beyond the wire format's known fields (kept by the service as they are):
         "numericalRelativeError": error,
         "numericalBound": bound,
     }
-    if first.oom_note:
+    if first.oom_note and case["ooms"]:
         case["oomNote"] = (f"{first.oom_note}; that phase and the later ones were not "
                            f"measured (their fields are null)")
     return wire_dict(validate_case(case))

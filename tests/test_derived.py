@@ -152,6 +152,8 @@ CRAFTED: dict[str, tuple[dict[str, Any], set[str]]] = {
     "power-capped": ({"gpuState": {**GPU_STATE, "throttleReasons": 0x4 | 0x1}}, {"throttled"}),
     "hot": ({"gpuState": {**GPU_STATE, "throttleReasons": 0x40}}, {"throttled"}),
     "idle-bits": ({"gpuState": {**GPU_STATE, "throttleReasons": 0x1 | 0x2}}, set()),
+    "failed": ({"failure": "rank 1, numerics phase: RuntimeError: shape rejected"},
+               {"failed"}),
     "several": ({"ooms": 1, "graphAccepted": False, "nvlinkRXGBps": None},
                 {"oom", "graph_not_accepted", "nvlink_not_measured"}),
 }

@@ -46,6 +46,7 @@ category = "extra"
     assert "training-ep2-mxfp8-standard-tiny-F64-i1.5" in ids
     assert ids[-1] == "training-ep1-nvfp4-mega-extra-F48-i1"
     assert (m.timing.windows, m.timing.iterations) == (5, 30)
+    assert m.timing.timeout_s == 1800.0
     assert (m.capacity_factor, m.seed) == (8, 0)
     assert m.peaks.tf == {}
 
@@ -57,11 +58,13 @@ def test_timing_seed_and_peaks(tmp_path: Path) -> None:
 windows = 3
 iterations = 2
 warmup = 1
+timeout_s = 600
 [peaks]
 tf = { bf16 = 989.5 }
 hbm_gbps = 4800
 """))
     assert (m.timing.windows, m.timing.iterations, m.timing.warmup) == (3, 2, 1)
+    assert m.timing.timeout_s == 600.0
     assert (m.capacity_factor, m.seed) == (4, 7)
     assert m.peaks.tf == {"bf16": 989.5} and m.peaks.hbm_gbps == 4800.0
 
@@ -77,6 +80,7 @@ hbm_gbps = 4800
     (MATRIX.replace("T = 8", "T = -1"), "shape.T"),
     (MATRIX + "[timing]\nwindows = 0\n", "timing.windows"),
     (MATRIX + "[timing]\nwindow = 3\n", "timing.window"),
+    (MATRIX + "[timing]\ntimeout_s = 0\n", "timing.timeout_s"),
     (MATRIX + "[peaks]\ntf = { bf16 = -1 }\n", "peaks.tf.bf16"),
     (MATRIX + "[peaks]\ntf = { bf61 = 989 }\n", "peaks.tf.bf61"),
     ("colour = 1\n" + MATRIX, "colour"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from oom_injection import env_with_injection
+from injection import env_with_injection
 from runner_helpers import run_posted
 
 from ingest.validate import validate_report
@@ -32,9 +32,9 @@ def test_an_oom_on_one_rank_is_counted_and_the_run_goes_on(tmp_path: Path) -> No
     # oom_backward: rank 1 runs out in autograd's backward of the experts while the
     # backward pass is timed; rank 0 must not be left waiting in the backward's
     # collectives (the test would time out).
-    env = env_with_injection("rank=1,case=oom_late,phase=numerics;"
-                             "rank=1,case=oom_backward,phase=backward,pass=backward;"
-                             "rank=0,case=oom_early,phase=combined")
+    env = env_with_injection(oom="rank=1,case=oom_late,phase=numerics;"
+                                 "rank=1,case=oom_backward,phase=backward,pass=backward;"
+                                 "rank=0,case=oom_early,phase=combined")
     run = run_posted(tmp_path, "\n".join(lines) + "\n", env, timeout=180)
     served, result = run.served, run.result
     validate_report(served)
@@ -65,15 +65,15 @@ def test_an_oom_on_one_rank_is_counted_and_the_run_goes_on(tmp_path: Path) -> No
 
 
 def test_the_injection_is_test_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The runner does not read MOESCOPE_INJECT_OOM: only oom_injection.install arms it."""
-    import oom_injection
+    """The runner does not read MOESCOPE_INJECT_OOM: only injection.install arms it."""
+    import injection
 
     from runner import oom
 
-    monkeypatch.setattr(oom, "INJECT", None)
+    monkeypatch.setattr(oom, "INJECTORS", [])
     monkeypatch.setattr(oom, "STATE", oom.OomState(rank=0, case_id="x-oom", phase="numerics"))
-    monkeypatch.setenv(oom_injection.ENV, "rank=0,case=oom,phase=numerics")
+    monkeypatch.setenv(injection.OOM_ENV, "rank=0,case=oom,phase=numerics")
     assert oom.guarded(lambda: "ran", lambda: "zeros") == "ran"
-    oom_injection.install()
+    injection.install()
     assert oom.guarded(lambda: "ran", lambda: "zeros") == "zeros"
     assert oom.STATE.hit

@@ -176,7 +176,8 @@ def test_every_wire_field_present_or_null_with_reason(run: Run) -> None:
         nulls = {k for k, v in case.items() if v is None}
         training = case["mode"] == "training"
         allowed = {"nvlinkTXGBps", "nvlinkRXGBps", "nvlinkMaxTXGBps", "nvlinkMaxRXGBps",
-                   "allocatedPeakGiB", "reservedPeakGiB", "graphAccepted", "gpuState"}
+                   "allocatedPeakGiB", "reservedPeakGiB", "graphAccepted", "gpuState",
+                   "failure"}
         if not training:
             allowed.add("backwardMS")
         assert nulls <= allowed, (case["id"], nulls - allowed)

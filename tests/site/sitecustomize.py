@@ -3,7 +3,7 @@
 environment variable asks for it, so the package itself carries none of them."""
 
 import import_blocker
-import oom_injection
+import injection
 
 import_blocker.install()
-oom_injection.install()
+injection.install()

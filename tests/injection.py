@@ -1,0 +1,66 @@
+"""Test-only: out-of-memory errors and other exceptions injected into the runner's guarded
+expert work.
+
+``MOESCOPE_INJECT_OOM="rank=R,case=SUBSTRING,phase=NAME[,pass=P]"`` (several joined by
+``;``): the guarded work of that rank, phase and matching case id raises OutOfMemoryError,
+in the experts' forward (``pass=forward``, the default) or in autograd's backward of the
+experts (``pass=backward``, training phases). ``MOESCOPE_INJECT_ERROR``, the same format,
+raises a RuntimeError there instead (what a scaled GEMM rejecting a shape raises). The
+runner never reads these variables: tests/site/sitecustomize.py calls ``install`` in every
+interpreter a test starts with ``env_with_injection`` (the ``moescope run`` process and
+each rank it spawns).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import torch
+from site_hooks import env_with_site
+
+from runner.oom import Injector, OomState
+
+OOM_ENV = "MOESCOPE_INJECT_OOM"
+ERROR_ENV = "MOESCOPE_INJECT_ERROR"
+KINDS: dict[str, Callable[[str], BaseException]] = {
+    OOM_ENV: torch.OutOfMemoryError, ERROR_ENV: RuntimeError}
+
+
+def parse(value: str) -> list[dict[str, str]]:
+    specs = []
+    for spec in value.split(";"):
+        fields = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
+        if fields:
+            specs.append(fields)
+    return specs
+
+
+def install() -> None:
+    """Add an injector to runner.oom.INJECTORS for each variable that is set."""
+    from runner import oom  # the module, whose INJECTORS the runner reads
+
+    for env, kind in KINDS.items():
+        value = os.environ.get(env)
+        if value:
+            oom.INJECTORS.append(_injector(env, kind, parse(value)))
+
+
+def _injector(env: str, kind: Callable[[str], BaseException], specs: list[dict[str, str]]
+              ) -> Injector:
+    def injected(state: OomState, backward: bool) -> BaseException | None:
+        wanted = "backward" if backward else "forward"
+        for fields in specs:
+            if (fields.get("rank") == str(state.rank) and fields.get("phase") == state.phase
+                    and fields.get("pass", "forward") == wanted
+                    and fields.get("case", "") in state.case_id):
+                return kind(f"injected by {env} (rank {state.rank}, phase {state.phase}, "
+                            f"{wanted} pass)")
+        return None
+
+    return injected
+
+
+def env_with_injection(oom: str = "", error: str = "") -> dict[str, str]:
+    values = {OOM_ENV: oom, ERROR_ENV: error}
+    return env_with_site({**os.environ, **{k: v for k, v in values.items() if v}})
