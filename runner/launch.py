@@ -74,8 +74,9 @@ def skip_reason(spec: CaseSpec, matrix: Matrix, world: int) -> str | None:
     return None
 
 
-def _groups(world: int, eps: set[int], ep1_group: bool, timeout: dt.timedelta
-            ) -> dict[int, Any]:
+def _groups(world: int, eps: set[int], ep1_group: bool,
+            timeout: dt.timedelta | None = None) -> dict[int, Any]:
+    """The process group of each EP; ``timeout``: theirs (None: torch's default)."""
     groups: dict[int, Any] = {}
     for ep in sorted(eps):
         if ep > world:
