@@ -10,7 +10,7 @@ import dash_ag_grid as dag
 from dash import Input, Output, State, callback, clientside_callback, dcc, html
 
 from app import figures
-from app.case_fields import FILTERABLE, CaseFilter
+from app.case_fields import FILTERABLE, TABLED, CaseField, CaseFilter
 from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.dashboard import (
@@ -96,15 +96,19 @@ def chart_rows(panels: list[charts.ChartPanel]) -> list[html.Section]:
     ], className="chart-row", id=f"report-chart-{p.key}") for p in panels]
 
 
+def _column_def(field: CaseField) -> dict[str, Any]:
+    cell: dict[str, Any] = {}
+    if field.wire == "id":
+        cell = {"cellRenderer": "CaseLink", "pinned": "left", "minWidth": 320}
+    elif field.kind in (int, float):
+        cell = {"filter": "agNumberColumnFilter",
+                "valueFormatter": {"function": "caseNumber(params.value)"}}  # see static/
+    return {"field": field.wire, "headerName": field.label, **cell}
+
+
 COLUMN_DEFS: list[dict[str, Any]] = [
-    {"field": name, "headerName": label, **(
-        {"cellRenderer": "CaseLink", "pinned": "left", "minWidth": 320} if name == "id" else
-        {"cellRenderer": "CaveatBadges", "minWidth": 240} if name == "caveats" else
-        {"filter": "agNumberColumnFilter",
-         "valueFormatter": {"function": "caseNumber(params.value)"}}  # see static/
-        if name not in ("mode", "precision", "pipeline", "category") else {}
-    )}
-    for name, label in case_table.TABLE_COLUMNS
+    *(_column_def(f) for f in TABLED),
+    {"field": "caveats", "headerName": "caveats", "cellRenderer": "CaveatBadges", "minWidth": 240},
 ]
 
 
