@@ -90,6 +90,12 @@ FIELDS: tuple[CaseField, ...] = (
     CaseField("receiveRows", "received rows per rank", list, "receive_rows"),
     CaseField("savedBytes", "saved bytes per rank", list, "saved_bytes"),
     CaseField("recompute", "recompute per layer", list, "recompute"),
+    # moescope's own runner adds these (other runners may not): shown, not columns.
+    CaseField("phaseMS", "phase ms (dispatch, experts, combine)", dict),
+    CaseField("dispatchGBps", "dispatch GB/s per rank", float),
+    CaseField("combineGBps", "combine GB/s per rank", float),
+    CaseField("gpuState", "GPU state over the timed windows", dict),
+    CaseField("gpuStateReason", "why no GPU state", str),
 )
 
 FILTERABLE = tuple(f for f in FIELDS if f.filterable)

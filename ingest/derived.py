@@ -37,6 +37,8 @@ NOTE_QUALIFIES: dict[str, str] = {
     "bandwidthNote": "NVLink and HBM",
     "placementNote": "every cross-EP comparison",
     "memoryNote": "memory",
+    "phaseNote": "per-phase times and bandwidths",
+    "gpuStateNote": "GPU state and the throttled caveat",
 }
 
 

@@ -436,3 +436,48 @@ def test_the_case_tables_numbers_use_the_digit_keeping_formatter(
     assert {c["field"] for c in numeric} >= {"ep", "F", "usefulTFPerGPU", "layerMS"}
     assert all(c["valueFormatter"] == {"function": "caseNumber(params.value)"}
                for c in numeric)
+
+
+# moescope's runner's additions to a case (DESIGN.md): dyadic values, exact in JSON.
+RUNNER_FIELDS: dict[str, Any] = {
+    "phaseMS": {"dispatch": 0.21875, "experts": 1.3125, "combine": 0.40625},
+    "dispatchGBps": 612.5, "combineGBps": 587.25,
+    "gpuState": {"smClockMinMHz": 1755.0, "smClockMaxMHz": 1980.0, "powerMaxW": 688.5,
+                 "temperatureMaxC": 71.0, "throttleReasons": 4,
+                 "throttleReasonNames": ["sw_power_cap"], "samples": 42},
+    "gpuStateReason": None,
+}
+
+
+def test_runner_fields_round_trip_and_show_on_the_case_page(
+    client: TestClient, auth: Callable[[str], dict[str, str]], reference: dict[str, Any],
+    pages: dict[str, ModuleType]
+) -> None:
+    body = copy.deepcopy(reference)
+    body["cases"] = body["cases"][:2]
+    body["cases"][0].update(copy.deepcopy(RUNNER_FIELDS))
+    body["cases"][1].update(phaseMS=None, gpuState=None, gpuStateReason="no GPU: no NVML")
+    posted = client.post("/api/v1/reports", json=body, headers=auth("ingest"))
+    assert posted.status_code == 201, posted.text
+    rid = posted.json()["id"]
+    case_id = body["cases"][0]["id"]
+    served = client.get(f"/api/v1/reports/{rid}/cases/{case_id}").json()
+    assert {k: served[k] for k in RUNNER_FIELDS} == RUNNER_FIELDS
+    assert "throttled" in {c["code"] for c in served["caveats"]}
+    assert client.get(f"/api/v1/reports/{rid}/report.json").json() == body
+
+    page = pages["case"].layout(str(rid), case_id)
+    shown = texts(find(page, "case-fields"))
+    for key in RUNNER_FIELDS:
+        assert key in shown, key
+    assert "612.5" in shown and any("sw_power_cap" in t for t in shown)
+    bars = find(page, "case-graph-phases").figure["data"][0]
+    assert list(bars["x"]) == ["dispatch", "experts", "combine", "layer (forward)"]
+    assert list(bars["y"])[:3] == [0.21875, 1.3125, 0.40625]
+    other = pages["case"].layout(str(rid), body["cases"][1]["id"])
+    assert "no GPU: no NVML" in texts(find(other, "case-fields"))
+
+    report = find(pages["report"].layout(str(rid)), "report-graph-phases").figure
+    stacked = {t["name"]: list(t["y"]) for t in report["data"]}
+    assert stacked == {"dispatch": [0.21875, None], "experts": [1.3125, None],
+                       "combine": [0.40625, None]}

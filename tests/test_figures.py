@@ -379,7 +379,7 @@ def test_an_empty_chart_says_why(reference: dict[str, Any]) -> None:
     instead of showing bare axes (or zero-height arena bars for sizes never measured)."""
     none = chart_notes([], reference["meta"])
     for key in ("throughput", "percent-of-peak", "layer-time", "nvlink", "hbm", "routing",
-                "intensity"):
+                "intensity", "phases"):
         assert "no case in view" in none[key], key
     assert {"no case in view", "no training case in view"} <= none["memory"]
 
@@ -402,6 +402,27 @@ def test_an_empty_chart_says_why(reference: dict[str, Any]) -> None:
     arena = [t for t in figures.memory_spec(cases, bare["meta"])["data"]
              if t.get("yaxis") == "y2"]
     assert arena and all(y is None for t in arena for y in t["y"])
+    # The reference's runner predates phaseMS: its phase chart says so.
+    assert "no case in view has per-phase times (phaseMS)" in \
+        chart_notes(view_cases(reference), reference["meta"])["phases"]
     # Drawn charts say nothing of the kind.
-    full = chart_notes(view_cases(reference), reference["meta"])
+    phased = [{**c, "phaseMS": {"dispatch": 0.2, "experts": 0.9, "combine": 0.3}}
+              for c in view_cases(reference)]
+    full = chart_notes(phased, reference["meta"])
     assert not any(n.startswith("no case in view") for ns in full.values() for n in ns)
+
+
+def test_phase_chart_stacks_each_cases_phases(cases: list[dict[str, Any]],
+                                              reference: dict[str, Any]) -> None:
+    view = [dict(c) for c in cases[:3]]
+    view[0].update(phaseMS={"dispatch": 0.25, "experts": 1.5, "combine": 0.5},
+                   dispatchGBps=410.0, combineGBps=380.5)
+    view[2].update(phaseMS={"dispatch": 0.125, "experts": 0.75, "combine": 0.0625})
+    spec = figures.phases_spec(view, reference["meta"])
+    assert spec["layout"]["barmode"] == "stack"
+    bars = {t["name"]: t["y"] for t in spec["data"]}
+    assert bars == {"dispatch": [0.25, None, 0.125], "experts": [1.5, None, 0.75],
+                    "combine": [0.5, None, 0.0625]}  # case 1 has none: no bar, not 0
+    dispatch = next(t for t in spec["data"] if t["name"] == "dispatch")
+    assert dispatch["customdata"][0][2] == "410.0 GB/s per rank"
+    assert dispatch["customdata"][1][2] == ""

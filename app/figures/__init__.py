@@ -6,11 +6,11 @@ the dashboard and a static HTML export build the very same figures.
 
 Each chart is first a *spec*, the figure as plain plotly data, then a ``go.Figure`` wrapped
 around it unvalidated: plotly's validation and its deep copies cost several times the
-building itself, which a filter callback redrawing nine charts cannot afford. The
+building itself, which a filter callback redrawing ten charts cannot afford. The
 dashboard hands specs straight to ``dcc.Graph``; the tests validate every figure.
 
 The modules: ``style`` (colours, markers, escaping), ``layout`` (the frame of a chart),
-``traces`` (per-case traces), ``report_charts`` and ``panel_charts`` (the nine report
+``traces`` (per-case traces), ``report_charts`` and ``panel_charts`` (the ten report
 charts), ``charts`` (them listed with their notes), ``case_charts`` (one case),
 ``history_charts`` (one case across reports).
 """
@@ -20,6 +20,7 @@ from app.figures.charts import CHARTS, Chart
 from app.figures.history_charts import history_specs, verdict_text
 from app.figures.layout import to_figure
 from app.figures.panel_charts import matching_series, memory_spec, scaling_spec
+from app.figures.report_charts import phases_spec
 from app.figures.style import (
     Case,
     Meta,
@@ -32,7 +33,7 @@ from app.figures.style import (
 
 __all__ = [
     "CHARTS", "Case", "Chart", "Meta", "Spec", "case_memory_spec",
-    "case_specs", "history_specs", "matching_series", "memory_spec",
+    "case_specs", "history_specs", "matching_series", "memory_spec", "phases_spec",
     "pipeline_pattern", "pipeline_symbol", "precision_colour", "scaling_spec",
     "text", "to_figure", "verdict_text",
 ]

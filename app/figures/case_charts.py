@@ -60,6 +60,20 @@ def case_saved_bytes_spec(case: Case) -> Spec:
                                       xaxis={"title": titled("rank")}))
 
 
+def case_phases_spec(case: Case) -> Spec:
+    """The case's per-phase times beside its layer time (the phases were timed alone, so
+    they need not add up to it)."""
+    phases = case.get("phaseMS") or {}
+    labels = [p for p in ("route", "dispatch", "experts", "combine") if p in phases]
+    bar = _case_bar(case, [*labels, "layer (forward)"],
+                    [*(phases[p] for p in labels), case.get("forwardMS")], "time",
+                    "%{x}: %{y:.4f} ms<extra></extra>")
+    title = "Phases, each timed alone" + ("" if phases else " (none: no phaseMS)")
+    return figure([bar], chart_layout(title, "time (ms)", height=360,
+                                      xaxis={"title": titled("phase")}))
+
+
 def case_specs(case: Case) -> dict[str, Spec]:
     return {"windows": case_windows_spec(case), "receive-rows": case_receive_rows_spec(case),
-            "memory": case_memory_spec(case), "saved-bytes": case_saved_bytes_spec(case)}
+            "memory": case_memory_spec(case), "saved-bytes": case_saved_bytes_spec(case),
+            "phases": case_phases_spec(case)}

@@ -1,4 +1,4 @@
-"""The nine report charts, each with the meta notes that qualify it."""
+"""The ten report charts, each with the meta notes that qualify it."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from app.figures.report_charts import (
     layer_time_spec,
     nvlink_spec,
     percent_of_peak_spec,
+    phases_spec,
     throughput_spec,
 )
 from app.figures.style import Case, Meta, Spec
@@ -51,5 +52,6 @@ CHARTS: tuple[Chart, ...] = (
     Chart("routing", "Routing", routing_spec, ()),
     Chart("scaling", "Scaling", scaling_spec, ("timingNote",)),
     Chart("intensity", "Arithmetic intensity", arithmetic_intensity_spec, ("timingNote",)),
+    Chart("phases", "Phases", phases_spec, ("phaseNote", "timingNote")),
 )
 

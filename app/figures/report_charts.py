@@ -4,6 +4,7 @@ arithmetic intensity, each a pure function of the cases in view and the report's
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 from app.figures.layout import case_axis, chart_layout, figure, hline, missing, titled
 from app.figures.style import (
@@ -149,3 +150,34 @@ def arithmetic_intensity_spec(cases: Sequence[Case], meta: Meta) -> Spec:
         xaxis={"title": titled("forward FLOP per logical payload byte (rank 0)"),
                "type": "log"}),
         empty=missing(cases, "forward FLOP per logical payload byte"))
+
+
+PHASES = (("dispatch", "#4c78a8"), ("experts", "#f58518"), ("combine", "#54a24b"))
+
+
+def phases_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+    """10. Per-phase times (phaseMS: dispatch, experts, combine), stacked per case; a case
+    without them (another runner's, or one whose phase pass did not run) draws no bar."""
+    x = list(range(len(cases)))
+    data: list[Trace] = []
+    for phase, colour in PHASES:
+        values = [(c.get("phaseMS") or {}).get(phase) for c in cases]
+        data.append({
+            "type": "bar", "x": x, "y": values, "name": phase, "marker": {"color": colour},
+            "customdata": hover_data(cases, _configuration, partial(_phase_rate, phase=phase)),
+            "hovertemplate": hover(f"{phase} %{{y:.4f}} ms", "%{customdata[1]}",
+                                   "%{customdata[2]}"),
+        })
+    return figure(data, chart_layout("Phases: dispatch, experts, combine (each timed alone)",
+                                     "time per phase (ms)", xaxis=case_axis(cases),
+                                     barmode="stack", legend={"title": titled("phase")}),
+                  empty=missing(cases, "per-phase times (phaseMS)"))
+
+
+def _configuration(case: Case) -> str:
+    return text(f"{case['precision']} · {case['pipeline']}")
+
+
+def _phase_rate(case: Case, phase: str) -> str:
+    rate = case.get(f"{phase}GBps")
+    return f"{rate:,.1f} GB/s per rank" if isinstance(rate, int | float) else ""

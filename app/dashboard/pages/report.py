@@ -1,4 +1,4 @@
-"""/reports/<id> — one report: header, filters (kept in the URL), nine charts each with
+"""/reports/<id> — one report: header, filters (kept in the URL), ten charts each with
 the notes and caveats that qualify it, the notes panel, the case table, CSV."""
 
 from __future__ import annotations
