@@ -19,6 +19,7 @@ from runner.gpustate import Sampler
 from runner.graphs import Steps, inference_steps, relative_error, training_steps
 from runner.layer import Experts, make_experts
 from runner.matrix import Timing
+from runner.memory import MemoryStats, memory_stats
 from runner.native import USAGE as NATIVE
 from runner.oom import STATE as OOM
 from runner.oom import agree, describe, free_memory, start_phase
@@ -30,12 +31,13 @@ from runner.routing import Plan
 from runner.spec import CaseSpec, Shape
 from runner.timing import L2Flush, Windows, time_windows
 
-# Relative error bound of the layer against its float64 reference (Frobenius norm over
+# Relative error bound of the layer against its float32 reference (Frobenius norm over
 # all ranks; training: the worst of the output and every gradient). bf16 rounds inputs,
 # weights, the hidden activation and outputs at 2^-9; mxfp8 adds e4m3's 2^-4 steps (its
 # power-of-two block scale rounds up, so nothing saturates); nvfp4's e2m1 has one mantissa
 # bit.
 ERROR_BOUNDS = {"bf16": 2e-2, "mxfp8": 1.2e-1, "nvfp4": 3.5e-1}
+REFERENCE_DTYPE = torch.float32
 NVLINK_SECONDS = 1.0
 
 
@@ -108,20 +110,22 @@ class _Built:
 
 
 def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int,
-             plat: Platform, rank: int, group: Any) -> RankOutcome:
+             plat: Platform, rank: int, group: Any, memory: MemoryStats | None = None
+             ) -> RankOutcome:
     """The phases, in the order that measures the wire format's required times first
-    (so an OOM later, e.g. in the float64 reference, still leaves a reportable case):
-    build, timings (training: combined, forward, backward), per-phase timings, numerics,
-    NVLink. The GPU state is sampled over the layer's timed windows."""
+    (so an OOM later, e.g. in the reference, still leaves a reportable case): build,
+    timings (training: combined, forward, backward), then the memory peaks are read, then
+    per-phase timings, numerics (the float32 reference), NVLink. The GPU state is sampled
+    over the layer's timed windows. ``memory``: the allocator's counters (a test's stub)."""
     device, training = plat.device, spec.training
     OOM.rank, OOM.case_id = rank, spec.id
     NATIVE.reset()
     phases = Phases(group, device)
     # Allocated before the peaks are reset, and taken out of them: the harness's buffer.
     flush = L2Flush(device) if device.type == "cuda" and timing.flushes(training) else None
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    retries_before = _alloc_retries(device)
+    memory = memory or memory_stats(device)
+    memory.reset()
+    retries_before = memory.retries()
     sampler = Sampler(device)
 
     def build() -> _Built:
@@ -171,6 +175,8 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
             steps, fw = measured
             combined = fw
 
+    # The layer's peaks: before any later pass (phases, the reference) allocates more.
+    allocated, reserved = memory.read(flush.nbytes if flush else 0)
     phase_times: PhaseTimes | None = None
     if built is not None and steps is not None:
         b = built
@@ -193,11 +199,6 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
 
         tx, rx = phases.run("nvlink", nvlink) or (None, None)
         del step_loop
-    allocated = reserved = None
-    if device.type == "cuda":
-        harness = flush.nbytes if flush else 0
-        allocated = (torch.cuda.max_memory_allocated(device) - harness) / 2**30
-        reserved = (torch.cuda.max_memory_reserved(device) - harness) / 2**30
     accepted = steps.accepted if steps else None
     gpu_state, gpu_state_reason = sampler.state()
     notes = [*(built.ctx.notes if built else []), *([steps.note] if steps and steps.note else [])]
@@ -212,7 +213,7 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
         rows_received=plan.receive[rank],
         rows_sent_off_rank=sum(n for d, n in enumerate(plan.sends[rank]) if d != rank),
         allocated_peak_gib=allocated, reserved_peak_gib=reserved,
-        allocation_retries=_alloc_retries(device) - retries_before,
+        allocation_retries=memory.retries() - retries_before,
         nvlink_tx_gbps=tx, nvlink_rx_gbps=rx,
         ooms=phases.ooms, oom_note=phases.stopped, failure=phases.failure,
         emulated=spec.quantized and not NATIVE.all_native,
@@ -225,33 +226,29 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
 
 def _numerics(forward: Forward, ctx: BuildContext, experts: Experts, x: torch.Tensor,
               grad_out: torch.Tensor, training: bool, group: Any) -> float:
+    # float32, not float64: the reference must fit wherever the case did (float64 copies
+    # of the weights are 4x their bf16 size); its rounding (2^-24) is far below the bounds.
     reference_ctx = BuildContext(ctx.plan, ctx.rank, ctx.tokens, "bf16", ctx.group,
-                                 ctx.device, False, torch.float64)
+                                 ctx.device, False, REFERENCE_DTYPE)
     reference = build_reference(reference_ctx)
-    experts64 = Experts(*(p.detach().double() for p in experts.parameters()))
-    x64 = x.double()
+    experts_ref = Experts(*(p.detach().to(REFERENCE_DTYPE) for p in experts.parameters()))
+    x_ref = x.to(REFERENCE_DTYPE)
     if not training:
         with torch.no_grad():
-            return relative_error(forward(x, experts), reference(x64, experts64), group)
+            return relative_error(forward(x, experts), reference(x_ref, experts_ref), group)
     xm = x.clone().requires_grad_(True)
     measured = Experts(*(p.detach().clone().requires_grad_(True) for p in experts.parameters()))
     y = forward(xm, measured)
     y.backward(grad_out)
-    x64.requires_grad_(True)
-    for p in experts64.parameters():
+    x_ref.requires_grad_(True)
+    for p in experts_ref.parameters():
         p.requires_grad_(True)
-    y64 = reference(x64, experts64)
-    y64.backward(grad_out.double())
-    errors = [relative_error(y.detach(), y64.detach(), group)]
-    for got, want in zip(_grads(xm, measured), _grads(x64, experts64), strict=True):
+    y_ref = reference(x_ref, experts_ref)
+    y_ref.backward(grad_out.to(REFERENCE_DTYPE))
+    errors = [relative_error(y.detach(), y_ref.detach(), group)]
+    for got, want in zip(_grads(xm, measured), _grads(x_ref, experts_ref), strict=True):
         errors.append(relative_error(got, want, group))
     return max(errors)
-
-
-def _alloc_retries(device: torch.device) -> int:
-    if device.type != "cuda":
-        return 0
-    return int(torch.cuda.memory_stats(device).get("num_alloc_retries", 0))
 
 
 def _nvlink(loop: Callable[[], None], step_ms: float, device: torch.device

@@ -52,7 +52,8 @@ class Steps:
 
 def relative_error(values: torch.Tensor, reference: torch.Tensor, group: Any) -> float:
     """Relative Frobenius error of ``values`` against ``reference`` over all ranks."""
-    sums = torch.stack([((values.double() - reference) ** 2).sum(), (reference ** 2).sum()])
+    want = reference.double()
+    sums = torch.stack([((values.double() - want) ** 2).sum(), (want ** 2).sum()])
     if group is not None:
         dist.all_reduce(sums, group=group)
     diff, norm = (float(v) for v in sums.cpu())

@@ -1,7 +1,7 @@
 """The MoE layer's pieces: differentiable all-to-all, the SwiGLU experts, one routed pass.
 
-The same code runs the measured layer (bf16, quantized by ``precision``) and its float64
-reference (``precision="bf16"`` on float64 tensors: no rounding anywhere but float64's).
+The same code runs the measured layer (bf16, quantized by ``precision``) and its float32
+reference (``precision="bf16"`` on float32 tensors: no rounding anywhere but float32's).
 """
 
 from __future__ import annotations

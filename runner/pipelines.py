@@ -237,6 +237,6 @@ assert tuple(REGISTRY) == PIPELINES, "runner.spec.PIPELINES must list the regist
 
 
 def build_reference(ctx: BuildContext) -> Forward:
-    """The same routed layer in float64, unquantized, expert by expert: the yardstick of
-    the numerical check (``ctx.dtype`` should be float64)."""
+    """The same routed layer in float32, unquantized, expert by expert: the yardstick of
+    the numerical check (``ctx.dtype`` should be float32)."""
     return _one_pass(ctx, PassConfig("bf16", False, False, experts_loop, ctx.group))

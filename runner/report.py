@@ -23,7 +23,7 @@ PHASE_NOTE = ("phaseMS: dispatch, experts and combine of the forward pass, each 
               "so 'route' is not timed. dispatchGBps / combineGBps: the bytes a rank "
               "received in that collective (its own rows included, as DeepEP counts "
               "them), mean over ranks, over the phase's time.")
-ERROR_BOUND_NOTE = ("numericalAccepted: relative Frobenius error against a float64 "
+ERROR_BOUND_NOTE = ("numericalAccepted: relative Frobenius error against a float32 "
                     "reference of the same routed layer (training: worst of output and all "
                     "gradients), bounds bf16 2e-2, mxfp8 1.2e-1, nvfp4 3.5e-1")
 
@@ -245,7 +245,10 @@ def _notes(facts: PlatformFacts, matrix_timing: Timing, pipeline_notes: list[str
             "slot/scratch/arena/saved bytes are the runner's accounting (slot: the largest "
             "per-rank saved bytes of training; scratch: DESIGN.md's bf16 per-row widths over "
             "capacityRows, plus uint8 wire rows for quantized dispatch), not allocator "
-            "measurements. " + ("allocated/reserved peaks are torch.cuda maxima over ranks."
+            "measurements. " + ("allocated/reserved peaks are torch.cuda maxima over ranks, "
+                                "reset after the earlier case's cached blocks were freed "
+                                "and read after the layer's timings, before the phase "
+                                "pass and the float32 reference."
                                 if facts.cuda else
                                 "No allocator peaks on the CPU: those fields are null.")
             + " An out-of-memory error is caught per rank and agreed over the ranks after "

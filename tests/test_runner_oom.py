@@ -41,7 +41,7 @@ def test_an_oom_on_one_rank_is_counted_and_the_run_goes_on(tmp_path: Path) -> No
     cases = {c["id"]: c for c in served["cases"]}
     assert list(cases) == [LATE.id, BACKWARD.id, AFTER.id]
 
-    late = cases[LATE.id]  # timed, then out of memory in the float64 check on rank 1
+    late = cases[LATE.id]  # timed, then out of memory in the reference check on rank 1
     assert late["ooms"] == 1
     assert late["numericalAccepted"] is None and late["numericalRelativeError"] is None
     assert late["layerMS"] > 0 and len(late["windows"]["combined"]) == 2

@@ -91,7 +91,7 @@ def test_numerics_within_bounds(run: Run) -> None:
         assert case["numericalBound"] == bound
         if case["precision"] == "bf16":
             assert case["numericalRelativeError"] < 2e-2
-        else:  # a quantized layer cannot match float64 as closely as bf16 does
+        else:  # a quantized layer cannot match float32 as closely as bf16 does
             assert case["numericalRelativeError"] > 1e-2
             assert case["emulated"] is True
 
