@@ -96,6 +96,7 @@ FIELDS: tuple[CaseField, ...] = (
     CaseField("combineGBps", "combine GB/s per rank", float),
     CaseField("gpuState", "GPU state over the timed windows", dict),
     CaseField("gpuStateReason", "why no GPU state", str),
+    CaseField("failure", "what ended the case (not an OOM)", str),
 )
 
 FILTERABLE = tuple(f for f in FIELDS if f.filterable)

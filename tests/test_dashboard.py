@@ -456,7 +456,8 @@ def test_runner_fields_round_trip_and_show_on_the_case_page(
     body = copy.deepcopy(reference)
     body["cases"] = body["cases"][:2]
     body["cases"][0].update(copy.deepcopy(RUNNER_FIELDS))
-    body["cases"][1].update(phaseMS=None, gpuState=None, gpuStateReason="no GPU: no NVML")
+    body["cases"][1].update(phaseMS=None, gpuState=None, gpuStateReason="no GPU: no NVML",
+                            failure="rank 1, experts phase: RuntimeError: shape rejected")
     posted = client.post("/api/v1/reports", json=body, headers=auth("ingest"))
     assert posted.status_code == 201, posted.text
     rid = posted.json()["id"]
@@ -475,7 +476,9 @@ def test_runner_fields_round_trip_and_show_on_the_case_page(
     assert list(bars["x"]) == ["dispatch", "experts", "combine", "layer (forward)"]
     assert list(bars["y"])[:3] == [0.21875, 1.3125, 0.40625]
     other = pages["case"].layout(str(rid), body["cases"][1]["id"])
-    assert "no GPU: no NVML" in texts(find(other, "case-fields"))
+    assert {"no GPU: no NVML", "failure", "rank 1, experts phase: RuntimeError: shape "
+            "rejected"} <= set(texts(find(other, "case-fields")))
+    assert "failed" in texts(find(other, "case-caveats"))
 
     report = find(pages["report"].layout(str(rid)), "report-graph-phases").figure
     stacked = {t["name"]: list(t["y"]) for t in report["data"]}
