@@ -1,6 +1,6 @@
 """The ``moescope`` command. Subcommands import what they need lazily, so the runner's
-commands (model, run, runner flush, ingest --url) work where the server extra is not
-installed; the server's commands then say which extra to install."""
+commands (model, run, runner flush; ingest, export and regressions with --url) work where
+the server extra is not installed; the server's commands then say which extra to install."""
 
 from __future__ import annotations
 
@@ -172,11 +172,14 @@ def cmd_regressions(args: argparse.Namespace) -> int:
     from app.regressions_command import regressions_command
     from ingest.regressions import Settings
 
-    url = _migrated_database_url(args)
-    if url is None:
-        return 2
     settings = Settings(threshold_percent=args.threshold, window=args.window)
-    return regressions_command(args.report_id, url, settings, args.json)
+    if args.url:
+        return regressions_command(args.report_id, settings, args.json, url=args.url,
+                                   token=args.token)
+    database_url = _migrated_database_url(args)
+    if database_url is None:
+        return 2
+    return regressions_command(args.report_id, settings, args.json, database_url=database_url)
 
 
 def _positive(text: str) -> float:
@@ -286,6 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                "(default %(default)d)")
     regressions.add_argument("--json", action="store_true",
                              help="one JSON object per flagged case")
+    regressions.add_argument("--url", help="ask this moescope server instead of the database")
+    regressions.add_argument("--token", help="read token for --url (or MOESCOPE_TOKEN)")
     _add_database_option(regressions)
     regressions.set_defaults(func=cmd_regressions)
 
@@ -327,9 +332,9 @@ def _add_delivery_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _needs_server(args: argparse.Namespace) -> bool:
-    if args.command in ("ingest", "export"):
+    if args.command in ("ingest", "export", "regressions"):
         return not args.url  # straight from the database; through a server needs none
-    return args.command in ("serve", "db", "token", "regressions")
+    return args.command in ("serve", "db", "token")
 
 
 def _missing_server_module() -> str | None:

@@ -1,51 +1,89 @@
 """``moescope regressions REPORT``: the report's flagged cases, for people and for CI
-(exit 1 when any case regressed)."""
+(exit 1 when any case regressed), from the database or, with ``--url``, from a server.
+
+Both read the regressions endpoint's document (``ReportRegressions``), so they print the
+same; the ``--url`` path needs only httpx (it runs where the server's packages are not
+installed, as on a GPU node)."""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+from typing import Any
 
-from app.api.history_schemas import regression_out
-from app.core.db import session_scope
-from app.core.errors import NotFound
-from app.services.history import ReportVerdicts, report_regressions
 from ingest.regressions import Settings
 
+Document = dict[str, Any]
 
-def regressions_command(report_id: int, database_url: str, settings: Settings,
-                        as_json: bool) -> int:
+
+class RegressionsFailed(Exception):
+    """Why no verdict could be read (exit 2)."""
+
+
+def regressions_command(report_id: int, settings: Settings, as_json: bool, *,
+                        database_url: str | None = None, url: str | None = None,
+                        token: str | None = None) -> int:
+    try:
+        document = (_fetch(url, token, report_id, settings) if url
+                    else _read(database_url or "", report_id, settings))
+    except RegressionsFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    items: list[Document] = document["items"]
+    if as_json:
+        for item in items:
+            print(json.dumps(item, ensure_ascii=False))
+    else:
+        _print_table(document)
+    counts = document["counts"]
+    print(f"{counts['regression']} regression(s), {counts['improvement']} improvement(s), "
+          f"{counts['unchanged']} unchanged, {counts['insufficient_history']} with fewer "
+          f"than {settings.min_points} earlier points", file=sys.stderr)
+    return 1 if counts["regression"] else 0
+
+
+def _read(database_url: str, report_id: int, settings: Settings) -> Document:
+    from app.api.history_schemas import report_regressions_out
+    from app.core.db import session_scope
+    from app.core.errors import NotFound
+    from app.services.history import report_regressions
+
     with session_scope(database_url) as session:
         try:
             result = report_regressions(session, report_id, settings)
         except NotFound as exc:
-            print(f"error: {exc.detail}", file=sys.stderr)
-            return 2
-    if as_json:
-        for item in result.flagged:
-            print(regression_out(item, result.gpu, result.series).model_dump_json())
-    else:
-        _print_table(result)
-    print(_summary(result), file=sys.stderr)
-    return 1 if any(i.verdict.status == "regression" for i in result.items) else 0
+            raise RegressionsFailed(exc.detail) from exc
+    return report_regressions_out(result).model_dump(mode="json")
 
 
-def _print_table(result: ReportVerdicts) -> None:
-    s = result.settings
-    print(f"report {result.report_id}: layer time against the median of the last "
-          f"{s.window} earlier points of each series (threshold {s.threshold_percent:g} %)")
-    for item in result.flagged:
-        v = item.verdict
-        assert v.change_percent is not None and v.baseline is not None
-        newest = v.baseline * (1 + v.change_percent / 100)
-        print(f"  {v.status:<12} {v.change_percent:+7.1f} %  {item.case_id}  "
-              f"{v.baseline:.4g} -> {newest:.4g} ms  (median of {v.baseline_points}, "
-              f"noise {v.noise_percent:.1f} %)")
+def _fetch(url: str, token: str | None, report_id: int, settings: Settings) -> Document:
+    import httpx
+
+    token = token or os.environ.get("MOESCOPE_TOKEN")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    path = f"{url.rstrip('/')}/api/v1/reports/{report_id}/regressions"
+    params = {"threshold": settings.threshold_percent, "window": settings.window}
+    try:
+        response = httpx.get(path, params=params, headers=headers, timeout=60)
+    except httpx.HTTPError as exc:
+        raise RegressionsFailed(f"cannot reach {url}: {exc}") from exc
+    if response.status_code != 200:
+        try:
+            detail = response.json().get("detail")
+        except ValueError:
+            detail = response.text[:300]
+        raise RegressionsFailed(f"{path}: HTTP {response.status_code}: {detail}")
+    document: Document = response.json()
+    return document
 
 
-def _summary(result: ReportVerdicts) -> str:
-    counts = dict.fromkeys(("regression", "improvement", "unchanged", "insufficient_history"), 0)
-    for item in result.items:
-        counts[item.verdict.status] += 1
-    return (f"{counts['regression']} regression(s), {counts['improvement']} improvement(s), "
-            f"{counts['unchanged']} unchanged, {counts['insufficient_history']} with fewer "
-            f"than {result.settings.min_points} earlier points")
+def _print_table(document: Document) -> None:
+    print(f"report {document['reportId']}: layer time against the median of the last "
+          f"{document['window']} earlier points of each series "
+          f"(threshold {document['thresholdPercent']:g} %)")
+    for item in document["items"]:
+        newest = item["baseline"] * (1 + item["changePercent"] / 100)
+        print(f"  {item['kind']:<12} {item['changePercent']:+7.1f} %  {item['caseId']}  "
+              f"{item['baseline']:.4g} -> {newest:.4g} ms  (median of "
+              f"{item['baselinePoints']}, noise {item['noisePercent']:.1f} %)")

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from api_helpers import REPORTS, error_detail, problems
+from conftest import live_server
 from fastapi.testclient import TestClient
 from history_helpers import ingest, synthetic_series
 from sqlalchemy.orm import Session
@@ -129,3 +131,19 @@ def test_history_reads_need_a_read_token_when_required(
         for path in paths:
             error_detail(client.get(path), 401, "unauthorized")
             assert client.get(path, headers=auth("read")).status_code == 200
+
+
+def test_cli_url_asks_a_live_server(series: Any, database_url: str, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    _, report_ids, moved = series
+    assert main(["regressions", str(report_ids[-1]), "--json",
+                 "--database-url", database_url]) == 1
+    from_database = capsys.readouterr().out
+    with live_server(database_url, tmp_path) as server:
+        url = ["--url", server.url]
+        assert main(["regressions", str(report_ids[-1]), "--json", *url]) == 1
+        assert capsys.readouterr().out == from_database
+        assert main(["regressions", str(report_ids[-1]), "--threshold", "40", *url]) == 0
+        assert "0 regression(s), 0 improvement(s), 63 unchanged" in capsys.readouterr().err
+        assert main(["regressions", "999999", *url]) == 2
+        assert "HTTP 404: report 999999 does not exist" in capsys.readouterr().err

@@ -95,6 +95,10 @@ def test_ingest_url_export_url_run_and_flush_need_no_server(tmp_path: Path,
                             live.token("read"), "-o", str(tmp_path / "e.html"))
         assert exported.returncode == 0, exported.stderr
         assert (tmp_path / "e.html").read_bytes().startswith(b"<!DOCTYPE html>")
+        # One report: nothing has history, so nothing regressed and CI passes.
+        gated = moescope("regressions", "1", "--url", live.url, "--token", live.token("read"))
+        assert gated.returncode == 0, gated.stderr
+        assert "0 regression(s)" in gated.stderr and "2 with fewer than 3" in gated.stderr
 
         # A run whose server is away keeps its case in the spool; flush delivers it.
         dead = f"http://127.0.0.1:{free_port()}"
