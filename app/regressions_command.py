@@ -8,7 +8,6 @@ installed, as on a GPU node)."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
@@ -60,7 +59,9 @@ def _read(database_url: str, report_id: int, settings: Settings) -> Document:
 def _fetch(url: str, token: str | None, report_id: int, settings: Settings) -> Document:
     import httpx
 
-    token = token or os.environ.get("MOESCOPE_TOKEN")
+    from runner.http import answer_detail, resolve_token
+
+    token = resolve_token(token)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     path = f"{url.rstrip('/')}/api/v1/reports/{report_id}/regressions"
     params = {"threshold": settings.threshold_percent, "window": settings.window}
@@ -69,11 +70,8 @@ def _fetch(url: str, token: str | None, report_id: int, settings: Settings) -> D
     except httpx.HTTPError as exc:
         raise RegressionsFailed(f"cannot reach {url}: {exc}") from exc
     if response.status_code != 200:
-        try:
-            detail = response.json().get("detail")
-        except ValueError:
-            detail = response.text[:300]
-        raise RegressionsFailed(f"{path}: HTTP {response.status_code}: {detail}")
+        raise RegressionsFailed(
+            f"{path}: HTTP {response.status_code}: {answer_detail(response)}")
     document: Document = response.json()
     return document
 

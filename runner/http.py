@@ -42,6 +42,15 @@ def resolve_token(token: str | None) -> str | None:
     return token or os.environ.get("MOESCOPE_TOKEN") or None
 
 
+def answer_detail(response: httpx.Response) -> Any:
+    """What a refusal says: the service's ``detail`` (its errors' one shape), else the start
+    of whatever else answered (a proxy's page)."""
+    try:
+        return response.json().get("detail")
+    except (ValueError, AttributeError):
+        return response.text[:300]
+
+
 class Unreachable(ConnectionError):
     """No answer from the service (connection error or timeout) before the deadline."""
 

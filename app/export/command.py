@@ -118,16 +118,14 @@ def _latest(client: Any) -> int:
 def _get(client: Any, path: str, params: list[tuple[str, str]]) -> Any:
     import httpx
 
+    from runner.http import answer_detail
+
     try:
         response = client.get(path, params=params)
     except httpx.HTTPError as exc:
         raise ExportFailed(f"cannot reach {client.base_url}: {exc}") from exc
     if response.status_code != 200:
-        try:
-            detail = response.json().get("detail")
-        except ValueError:
-            detail = response.text[:300]
-        raise ExportFailed(f"{path}: HTTP {response.status_code}: {detail}")
+        raise ExportFailed(f"{path}: HTTP {response.status_code}: {answer_detail(response)}")
     return response
 
 
