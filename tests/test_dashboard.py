@@ -185,7 +185,7 @@ def test_report_view_over_the_cap_shows_the_banner_and_keeps_every_row(
     assert sum(len(t["x"]) for t in graph.figure["data"]) == 20
     assert "20 of 63 cases in view charted" in texts(find(page, "report-aside-throughput"))
 
-    out = report.refilter([], [], ["bf16"], [], [], [], [], reference_id)
+    out = report.refilter([], [], ["bf16"], [], [], [], [], reference_id, None)
     named = dict(zip([f"{o.component_id}.{o.component_property}" for o in report.OUTPUTS],
                      out, strict=True))
     assert named["report-cap-banner.children"] == ""
@@ -302,7 +302,7 @@ def test_report_page_and_filter_callback(
     assert find(page, "report-export-link").href == export + "?precision=nvfp4"
 
     values = [[], [], ["bf16"], [], [], [], []]
-    out = report.refilter(*values, reference_id)
+    out = report.refilter(*values, reference_id, None)
     assert len(out) == len(report.OUTPUTS)
     named = dict(zip([f"{o.component_id}.{o.component_property}" for o in report.OUTPUTS],
                      out, strict=True))

@@ -76,6 +76,14 @@ def test_report_page_marks_the_moved_cases(
     href = urlparse(marks[0].get_attribute("href"))
     assert href.path == "/history"
     assert parse_qs(href.query)["gpu"] == [_REFERENCE["meta"]["gpu"]]
+    # The charts' hover names the moved cases' change after their id.
+    hovered = driver.execute_script("""
+        return Array.from(document.querySelectorAll('#report-charts .js-plotly-plot'))
+          .flatMap(g => g._fullData.flatMap(t => (t.customdata || []).map(c => c[0])))
+          .filter(first => String(first).includes(' vs history'));""")
+    marked = {first.split(" \u00b7 ")[0] for first in hovered}
+    assert marked == {*SLOWED, SPED}, hovered
+    assert any(" \u00b7 \u25b2 +1" in first for first in hovered), hovered
     shot(driver, "history-report-flagged")
     # At the size a person reads them: the summary above the charts, and the table.
     driver.execute_script("window.scrollTo(0, 0)")

@@ -95,3 +95,10 @@ def report_marks(session: Session, report_id: int) -> ReportMarks:
             mark["historyChange"] = round(item.verdict.change_percent, 2)
         marks[item.case_id] = mark
     return ReportMarks(result, marks)
+
+
+def hover_marks(marks: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The charts' hover notes of the flagged cases, from the report page's store of marks."""
+    arrows = {"regression": "\u25b2", "improvement": "\u25bc"}
+    return {case_id: f"{arrows[m['historyStatus']]} {m['historyChange']:+.1f} % vs history"
+            for case_id, m in marks.items() if m["historyStatus"] in arrows}

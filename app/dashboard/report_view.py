@@ -131,11 +131,16 @@ class ReportView:
         return search_from_filters(self.filters)
 
 
-def report_view(session: Session, report_id: int, filters: CaseFilter) -> ReportView:
+def report_view(session: Session, report_id: int, filters: CaseFilter,
+                hover_marks: Mapping[str, str] | None = None) -> ReportView:
+    """``hover_marks``: case id -> a note the charts' hover adds to that case's id (the
+    cases that moved against their history)."""
     report = report_data(session, report_id)
     picked = _picked(session, report, filters)
     cases = [report.cases[i] for i in picked]
-    charted = chart_cases(cases)
+    # Copies of the few marked cases only: the cached ones are shared by every view.
+    charted = [{**c, "hoverMark": hover_marks[c["id"]]} if hover_marks and c["id"] in hover_marks
+               else c for c in chart_cases(cases)]
     caveats = cases_repo.caveat_counts(session, report_id, filters)
     return ReportView(header=report.header, meta=report.meta, filters=filters, cases=cases,
                       charted=charted, caveats=caveats,

@@ -20,7 +20,14 @@ def positions(cases: Sequence[Case]) -> dict[str, int]:
 
 
 def hover_data(group: Sequence[Case], *values: Callable[[Case], Any]) -> list[list[Any]]:
-    return [[text(c["id"]), *(v(c) for v in values)] for c in group]
+    return [[hover_id(c), *(v(c) for v in values)] for c in group]
+
+
+def hover_id(case: Case) -> str:
+    """The case id as the hover's first line, with its ``hoverMark`` when it has one (the
+    report page marks the cases that moved against their history)."""
+    mark = case.get("hoverMark")
+    return text(case["id"]) + (f" · {text(mark)}" if mark else "")
 
 
 def scatter(group: Sequence[Case], key: tuple[str, str], x: Sequence[Any], y: Sequence[Any],

@@ -130,8 +130,9 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         try:
             if rid is None:
                 raise NotFound(f"report {report_id} does not exist")
-            view = report_view.report_view(session, rid, filters.filters_from_query(query))
             marks = history_view.report_marks(session, rid)
+            view = report_view.report_view(session, rid, filters.filters_from_query(query),
+                                           history_view.hover_marks(marks.marks))
         except NotFound as exc:
             return not_found(exc.detail)
     return html.Div([
@@ -170,12 +171,14 @@ OUTPUTS = [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS] + 
 
 
 @callback(OUTPUTS, [Input(f"report-filter-{f.wire}", "value") for f in FILTERABLE],
-          State("report-id", "data"), prevent_initial_call=True)
+          State("report-id", "data"), State("report-history-marks", "data"),
+          prevent_initial_call=True)
 def refilter(*args: Any) -> list[Any]:
     """Redraw every chart and the table for the chosen filters."""
-    *values, report_id = args
+    *values, report_id, marks = args
     with session_scope() as session:
-        view = report_view.report_view(session, report_id, filters.filters_from_controls(values))
+        view = report_view.report_view(session, report_id, filters.filters_from_controls(values),
+                                       history_view.hover_marks(marks or {}))
     return [*[p.figure for p in view.panels], *[chart_aside(p) for p in view.panels],
             view.rows, view.count_text, view.banner, not view.banner, view.search,
             style_legend(view.charted), links.report_export_href(report_id, view.filters)]
