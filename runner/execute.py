@@ -17,7 +17,7 @@ import torch
 
 from runner.gpustate import Sampler
 from runner.graphs import Steps, inference_steps, relative_error, training_steps
-from runner.layer import Experts, make_experts
+from runner.layer import Experts, make_experts, quantize_experts
 from runner.matrix import Timing
 from runner.memory import MemoryStats, memory_stats
 from runner.native import USAGE as NATIVE
@@ -133,7 +133,11 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
         ctx = BuildContext(plan, rank, shape.T, spec.precision, group, device, plat.grouped_mm,
                            native_scaled=plat.native_scaled)
         return _Built(ctx, REGISTRY[spec.pipeline].build(ctx),
-                      make_experts(shape.D, spec.F, rank * el, el, seed, torch.bfloat16, device),
+                      # weights quantized once, here, never in a timed step
+                      quantize_experts(
+                          make_experts(shape.D, spec.F, rank * el, el, seed, torch.bfloat16,
+                                       device),
+                          spec.precision, bool(plat.native_scaled.get(spec.precision))),
                       _draw((shape.T, shape.D), seed * 31 + rank, device),
                       _draw((shape.T, shape.D), seed * 37 + rank + 1, device))
 
@@ -231,13 +235,15 @@ def _numerics(forward: Forward, ctx: BuildContext, experts: Experts, x: torch.Te
     reference_ctx = BuildContext(ctx.plan, ctx.rank, ctx.tokens, "bf16", ctx.group,
                                  ctx.device, False, REFERENCE_DTYPE)
     reference = build_reference(reference_ctx)
-    experts_ref = Experts(*(p.detach().to(REFERENCE_DTYPE) for p in experts.parameters()))
+    gate, up, down = (p.detach().to(REFERENCE_DTYPE) for p in experts.parameters())
+    experts_ref = Experts(gate, up, down)  # unquantized
     x_ref = x.to(REFERENCE_DTYPE)
     if not training:
         with torch.no_grad():
             return relative_error(forward(x, experts), reference(x_ref, experts_ref), group)
     xm = x.clone().requires_grad_(True)
-    measured = Experts(*(p.detach().clone().requires_grad_(True) for p in experts.parameters()))
+    measured = experts.with_parameters(
+        *(p.detach().clone().requires_grad_(True) for p in experts.parameters()))
     y = forward(xm, measured)
     y.backward(grad_out)
     x_ref.requires_grad_(True)

@@ -6,6 +6,7 @@ reference (``precision="bf16"`` on float32 tensors: no rounding anywhere but flo
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,7 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 import torch.nn.functional as F
 
-from runner.native import USAGE, scaled_gemm
+from runner.native import USAGE, Operand, gemm, quantize_operand
 from runner.oom import guarded
 from runner.quant import fake_quantize, pack_rows, unpack_rows
 from runner.routing import RankRouting
@@ -73,6 +74,17 @@ class QuantizedAllToAll(torch.autograd.Function):
         return back, None, None, None, None, None
 
 
+@dataclass(frozen=True)
+class QuantizedWeights:
+    """The experts' weights on a precision's grid, made once when the layer is built, so
+    that a timed step quantizes only its activations. Each expert's matrix is its own
+    tensor (its own nvfp4 tensor scale), in the emulated and the native form alike."""
+
+    precision: str
+    emulated: list[torch.Tensor]  # gate, up, down dequantized: [El, in, out], bf16
+    native: list[list[Operand]] | None  # gate, up, down: per expert, [out, in] along in
+
+
 @dataclass
 class Experts:
     """This rank's El SwiGLU experts: gate and up D->F, down F->D."""
@@ -80,9 +92,15 @@ class Experts:
     gate: torch.Tensor  # [El, D, F]
     up: torch.Tensor  # [El, D, F]
     down: torch.Tensor  # [El, F, D]
+    quantized: QuantizedWeights | None = None  # see quantize_experts
 
     def parameters(self) -> list[torch.Tensor]:
         return [self.gate, self.up, self.down]
+
+    def with_parameters(self, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor
+                        ) -> Experts:
+        """Other tensors of the same values (detached, copied), the quantized form kept."""
+        return Experts(gate, up, down, self.quantized)
 
 
 def make_experts(shape_d: int, f: int, first_expert: int, count: int, seed: int,
@@ -97,22 +115,65 @@ def make_experts(shape_d: int, f: int, first_expert: int, count: int, seed: int,
     for which, (rows, cols) in enumerate([(shape_d, f), (shape_d, f), (f, shape_d)]):
         stacked = torch.stack([draw(first_expert + e, which, rows, cols) for e in range(count)])
         tensors.append(stacked.to(dtype).to(device))
-    return Experts(*tensors)
+    gate, up, down = tensors
+    return Experts(gate, up, down)
+
+
+def quantize_experts(experts: Experts, precision: str, native: bool) -> Experts:
+    """``experts`` with their weights quantized once for ``precision`` (``native``: also
+    as ``torch._scaled_mm`` operands); bf16 needs nothing."""
+    if precision == "bf16":
+        return experts
+    with torch.no_grad():
+        params = [w.detach() for w in experts.parameters()]
+        emulated = [_on_grid(w, precision) for w in params]
+        operands = [_operands(w, precision) for w in params] if native else None
+    return Experts(experts.gate, experts.up, experts.down,
+                   QuantizedWeights(precision, emulated, operands))
+
+
+def _on_grid(w: torch.Tensor, precision: str) -> torch.Tensor:
+    """[El, in, out] on the grid, each expert its own tensor; blocks along ``in`` (the
+    GEMM's reduction dimension)."""
+    return torch.stack([fake_quantize(m.t(), precision).t() for m in w.unbind(0)])
+
+
+def _operands(w: torch.Tensor, precision: str) -> list[Operand]:
+    return [quantize_operand(m.t().contiguous(), precision) for m in w.unbind(0)]
+
+
+class StraightThrough(torch.autograd.Function):
+    """Forward: the weight as quantized when the layer was built; backward: the gradient
+    goes to the weight unchanged (the straight-through estimator of ``fake_quantize``)."""
+
+    @staticmethod
+    def forward(ctx: Any, weight: torch.Tensor, quantized: torch.Tensor) -> torch.Tensor:
+        return quantized.view_as(quantized)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        return grad, None
+
+
+def expert_weights(experts: Experts, precision: str) -> list[torch.Tensor]:
+    """gate, up, down on the precision's grid: the ones made when the layer was built, or
+    (experts built without them, e.g. in tests) quantized now, by the same recipe."""
+    if precision == "bf16":
+        return experts.parameters()
+    q = experts.quantized
+    if q is None or q.precision != precision:
+        return [_on_grid(w, precision) for w in experts.parameters()]
+    return [StraightThrough.apply(w, wq) if w.requires_grad else wq
+            for w, wq in zip(experts.parameters(), q.emulated, strict=True)]
 
 
 ExpertFn = Callable[[torch.Tensor, Experts, list[int], torch.Tensor, str], torch.Tensor]
 
 
-def _quantized_weight(w: torch.Tensor, precision: str) -> torch.Tensor:
-    # Blocks run along the GEMM's reduction dimension (dim 1 of [El, in, out]).
-    return fake_quantize(w.transpose(1, 2), precision).transpose(1, 2)
-
-
 def experts_loop(rows: torch.Tensor, experts: Experts, counts: list[int], offs: torch.Tensor,
                  precision: str) -> torch.Tensor:
     """Expert by expert: the fallback where ``torch._grouped_mm`` does not run."""
-    gate, up = (_quantized_weight(w, precision) for w in (experts.gate, experts.up))
-    down = _quantized_weight(experts.down, precision)
+    gate, up, down = expert_weights(experts, precision)
     x = fake_quantize(rows, precision)
     outs = []
     start = 0
@@ -126,8 +187,7 @@ def experts_loop(rows: torch.Tensor, experts: Experts, counts: list[int], offs: 
 
 def experts_grouped(rows: torch.Tensor, experts: Experts, counts: list[int],
                     offs: torch.Tensor, precision: str) -> torch.Tensor:
-    gate, up = (_quantized_weight(w, precision) for w in (experts.gate, experts.up))
-    down = _quantized_weight(experts.down, precision)
+    gate, up, down = expert_weights(experts, precision)
     x = fake_quantize(rows, precision)
     h = F.silu(torch._grouped_mm(x, gate, offs=offs)) * torch._grouped_mm(x, up, offs=offs)
     return torch._grouped_mm(fake_quantize(h, precision), down, offs=offs)
@@ -135,7 +195,9 @@ def experts_grouped(rows: torch.Tensor, experts: Experts, counts: list[int],
 
 def experts_native(fallback: ExpertFn) -> ExpertFn:
     """Expert by expert through native block-scaled GEMMs (``runner.native``) when no
-    gradient is needed; ``fallback`` (emulated) otherwise. Counted in ``USAGE``."""
+    gradient is needed; ``fallback`` (emulated) otherwise. Counted in ``USAGE``. The
+    weights come quantized from the build; the rows and the hidden activation are each
+    quantized once over all experts' rows (one tensor scale, as the emulation does)."""
     def run(rows: torch.Tensor, experts: Experts, counts: list[int], offs: torch.Tensor,
             precision: str) -> torch.Tensor:
         if precision == "bf16":
@@ -144,16 +206,19 @@ def experts_native(fallback: ExpertFn) -> ExpertFn:
             USAGE.emulated += 1
             return fallback(rows, experts, counts, offs, precision)
         USAGE.native += 1
-        outs = []
-        start = 0
-        for e, n in enumerate(counts):
-            if n:
-                xe = rows[start:start + n]
-                h = (F.silu(scaled_gemm(xe, experts.gate[e], precision))
-                     * scaled_gemm(xe, experts.up[e], precision))
-                outs.append(scaled_gemm(h, experts.down[e], precision))
-            start += n
-        return torch.cat(outs) if outs else rows.new_zeros((0, experts.down.shape[-1]))
+        if rows.shape[0] == 0:
+            return rows.new_zeros((0, experts.down.shape[-1]))
+        q = experts.quantized
+        gate, up, down = (q.native if q is not None and q.precision == precision
+                          and q.native is not None else
+                          [_operands(w, precision) for w in experts.parameters()])
+        starts = list(itertools.accumulate(counts, initial=0))
+        ranges = [(e, starts[e], starts[e] + n) for e, n in enumerate(counts) if n]
+        x = quantize_operand(rows, precision)
+        hidden = torch.cat([F.silu(gemm(x.rows(a, b), gate[e], precision))
+                            * gemm(x.rows(a, b), up[e], precision) for e, a, b in ranges])
+        h = quantize_operand(hidden, precision)
+        return torch.cat([gemm(h.rows(a, b), down[e], precision) for e, a, b in ranges])
 
     return run
 
@@ -266,7 +331,7 @@ def guarded_experts(ordered: torch.Tensor, r: DeviceRouting, experts: Experts,
                      cfg: PassConfig) -> torch.Tensor:
     tensors = (ordered, *experts.parameters())
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        y: torch.Tensor = GuardedExperts.apply(r, cfg, *tensors)
+        y: torch.Tensor = GuardedExperts.apply(r, cfg, experts.quantized, *tensors)
         return y
     return guarded(lambda: _experts(ordered, r, experts, cfg),
                    lambda: ordered.new_zeros(ordered.shape))
@@ -280,12 +345,14 @@ class GuardedExperts(torch.autograd.Function):
     collective, which every rank then still reaches."""
 
     @staticmethod
-    def forward(ctx: Any, r: DeviceRouting, cfg: PassConfig, ordered: torch.Tensor,
+    def forward(ctx: Any, r: DeviceRouting, cfg: PassConfig,
+                quantized: QuantizedWeights | None, ordered: torch.Tensor,
                 gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
         inputs = [t.detach().requires_grad_(t.requires_grad)
                   for t in (ordered, gate, up, down)]
+        experts = Experts(inputs[1], inputs[2], inputs[3], quantized)
         with torch.enable_grad():
-            y = guarded(lambda: _experts(inputs[0], r, Experts(*inputs[1:]), cfg),
+            y = guarded(lambda: _experts(inputs[0], r, experts, cfg),
                         lambda: ordered.new_zeros(ordered.shape))
         ctx.inputs, ctx.y = inputs, y
         return y.detach()
@@ -311,7 +378,7 @@ class GuardedExperts(torch.autograd.Function):
             return out
 
         grads = guarded(differentiate, zeros, backward=True)
-        return None, None, *grads
+        return None, None, None, *grads
 
 
 def combine(back: torch.Tensor, r: DeviceRouting, cfg: PassConfig, out: torch.Tensor) -> None:

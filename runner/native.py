@@ -46,22 +46,51 @@ def swizzle(scales: torch.Tensor) -> torch.Tensor:
     return tiles.reshape(-1, 4, 32, 4).transpose(1, 2).reshape(-1).contiguous()
 
 
-def scaled_gemm(x: torch.Tensor, w: torch.Tensor, precision: str) -> torch.Tensor:
-    """``x @ w`` ([n, K] @ [K, N] -> [n, N] bf16) with both operands quantized along K."""
-    wt = w.t().contiguous()  # [N, K]: quantized along K, and column-major once transposed
+@dataclass(frozen=True)
+class Operand:
+    """One GEMM operand as ``torch._scaled_mm`` takes it, quantized along K: ``data``
+    [rows, K] (nvfp4: [rows, K/2], two codes a byte), the block scales (raw, [rows, K/block])
+    and the fp32 tensor scale (nvfp4; None for mxfp8)."""
+
+    data: torch.Tensor
+    scales: torch.Tensor
+    tensor_scale: torch.Tensor | None
+
+    def rows(self, start: int, stop: int) -> Operand:
+        """Rows start..stop (blocks run along a row, so a slice is still quantized)."""
+        return Operand(self.data[start:stop], self.scales[start:stop], self.tensor_scale)
+
+
+def quantize_operand(m: torch.Tensor, precision: str) -> Operand:
+    """``m`` [rows, K] quantized along K, once (a weight when the layer is built)."""
     if precision == "mxfp8":
-        xd, xs = quantize_mxfp8(x)
-        wd, ws = quantize_mxfp8(wt)
-        return torch._scaled_mm(
-            xd.view(torch.float8_e4m3fn), wd.view(torch.float8_e4m3fn).t(),
-            swizzle(xs).view(torch.float8_e8m0fnu), swizzle(ws).view(torch.float8_e8m0fnu),
-            out_dtype=torch.bfloat16)
+        return Operand(*quantize_mxfp8(m), None)
     if precision == "nvfp4":
-        xp, xs, xt = quantize_nvfp4(x)
-        wp, ws, wt_scale = quantize_nvfp4(wt)
-        y = torch._scaled_mm(
-            xp.view(torch.float4_e2m1fn_x2), wp.view(torch.float4_e2m1fn_x2).t(),
-            swizzle(xs).view(torch.float8_e4m3fn), swizzle(ws).view(torch.float8_e4m3fn),
-            out_dtype=torch.bfloat16)
-        return (y.float() * (xt * wt_scale)).to(torch.bfloat16)
+        return Operand(*quantize_nvfp4(m))
     raise ValueError(f"precision: no native scaled GEMM for {precision!r}")
+
+
+def gemm(a: Operand, b: Operand, precision: str) -> torch.Tensor:
+    """``a @ b.T`` ([n, K] x [N, K] -> [n, N] bf16) through ``torch._scaled_mm``; the block
+    scales go in cuBLAS's swizzled layout (a layout change, no quantization)."""
+    if precision == "mxfp8":
+        return torch._scaled_mm(
+            a.data.view(torch.float8_e4m3fn), b.data.view(torch.float8_e4m3fn).t(),
+            swizzle(a.scales).view(torch.float8_e8m0fnu),
+            swizzle(b.scales).view(torch.float8_e8m0fnu), out_dtype=torch.bfloat16)
+    if precision == "nvfp4":
+        assert a.tensor_scale is not None and b.tensor_scale is not None
+        y = torch._scaled_mm(
+            a.data.view(torch.float4_e2m1fn_x2), b.data.view(torch.float4_e2m1fn_x2).t(),
+            swizzle(a.scales).view(torch.float8_e4m3fn),
+            swizzle(b.scales).view(torch.float8_e4m3fn), out_dtype=torch.bfloat16)
+        return (y.float() * (a.tensor_scale * b.tensor_scale)).to(torch.bfloat16)
+    raise ValueError(f"precision: no native scaled GEMM for {precision!r}")
+
+
+def scaled_gemm(x: torch.Tensor, w: torch.Tensor, precision: str) -> torch.Tensor:
+    """``x @ w`` ([n, K] @ [K, N] -> [n, N] bf16) with both operands quantized along K (the
+    start-up probe's one-off; the layer quantizes its weights once, see runner.layer)."""
+    # [N, K]: quantized along K, and column-major once transposed
+    return gemm(quantize_operand(x, precision), quantize_operand(w.t().contiguous(), precision),
+                precision)

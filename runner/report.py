@@ -260,12 +260,18 @@ def _notes(facts: PlatformFacts, matrix_timing: Timing, pipeline_notes: list[str
             "runtimeSkippedNote)."),
         "precisionNote": (
             "mxfp8 and nvfp4 quantize to the exact block formats (mxfp8: e4m3 + e8m0 scale "
-            "per 32; nvfp4: e2m1 + e4m3 scale per 16 + fp32 tensor scale). Native "
+            "per 32; nvfp4: e2m1 + e4m3 scale per 16 + fp32 tensor scale, one per expert "
+            "weight and one per GEMM input; ties round to even). The expert weights are "
+            "quantized once, when the layer is built; a timed step quantizes only its "
+            "activations (the rows once over all experts, the hidden activation once). Native "
             "block-scaled GEMMs (torch._scaled_mm, expert by expert) run where the start-up "
             "probe ran them and matched the emulated GEMM, for inference in the standard "
             "and staged pipelines; elsewhere (training: no scaled-GEMM backward here; "
             "mega: compiled emulation) the GEMMs emulate: dequantize, bf16 GEMM. A case "
-            "says emulated=false only when all its expert GEMMs ran natively. Probe: "
+            "says emulated=false only when all its expert GEMMs ran natively. No grouped "
+            "scaled GEMM: torch 2.13's torch._scaled_grouped_mm takes e4m3 operands "
+            "(fp8 rowwise, mxfp8) but not nvfp4's e2m1, and was not validated on hardware "
+            "here, so the native path runs one torch._scaled_mm per expert. Probe: "
             + ", ".join(f"{p} {'ran' if ran else 'unavailable'}"
                         for p, ran in facts.host.get("nativeScaledGEMM", {}).items())
             + "."),

@@ -1,0 +1,108 @@
+"""Quantized times measure the layer, not the quantization of its weights: the expert
+weights are quantized once when the layer is built, so a timed step quantizes only its
+activations. The quantizers are wrapped here and every call inside the timed windows is
+recorded by the shape of what it quantized."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import torch
+
+from runner import execute, native, quant
+from runner.layer import experts_loop, experts_native, make_experts, quantize_experts
+from runner.matrix import parse_matrix
+from runner.platform import detect
+from runner.routing import build_plan
+
+D, F, E = 64, 96, 4
+# Weights as the quantizers see them (blocks along the reduction dimension): the stacked
+# [E, out, in] tensors, or one expert's [out, in]. No activation has these shapes here:
+# rows are [16, D] and [16, F] (standard) or multiples of 128 rows (padded groups).
+WEIGHT_SHAPES = {(E, F, D), (E, D, F), (F, D), (D, F)}
+MATRIX = {"shape": {"T": 8, "D": D, "E": E, "K": 2},
+          "timing": {"windows": 2, "iterations": 2, "warmup": 1, "warmup_ms": 0},
+          "matrix": {"mode": ["inference", "training"], "ep": 1,
+                     "precision": ["mxfp8", "nvfp4"], "pipeline": ["standard", "staged", "mega"],
+                     "F": F, "imbalance": 1, "category": "c"}}
+
+
+@contextmanager
+def recorded_quantizers(monkeypatch: pytest.MonkeyPatch, active: Callable[[], bool]
+                        ) -> Iterator[list[tuple[int, ...]]]:
+    """The input shape of every quantize call while ``active()``."""
+    shapes: list[tuple[int, ...]] = []
+    originals = {name: getattr(quant, name) for name in ("quantize_mxfp8", "quantize_nvfp4")}
+    for module in (quant, native):
+        for name, original in originals.items():
+
+            def wrapper(x: torch.Tensor, _original: Any = original) -> Any:
+                if active():
+                    shapes.append(tuple(x.shape))
+                return _original(x)
+
+            monkeypatch.setattr(module, name, wrapper)
+    yield shapes
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_no_weight_is_quantized_inside_a_timed_step(monkeypatch: pytest.MonkeyPatch,
+                                                    mode: str) -> None:
+    timing = [False]
+    timed = execute.time_windows
+
+    def timed_and_flagged(*args: Any, **kwargs: Any) -> Any:
+        timing[0] = True
+        try:
+            return timed(*args, **kwargs)
+        finally:
+            timing[0] = False
+
+    monkeypatch.setattr(execute, "time_windows", timed_and_flagged)
+    matrix = parse_matrix(MATRIX)
+    plat = detect(0)
+    with recorded_quantizers(monkeypatch, lambda: timing[0]) as shapes:
+        for spec in (s for s in matrix.cases if s.mode == mode):
+            shapes.clear()
+            outcome = execute.run_case(spec, matrix.shape, build_plan(matrix.shape, spec, 0),
+                                       matrix.timing, 0, plat, 0, None)
+            assert outcome.combined is not None and outcome.failure is None, spec.id
+            assert outcome.numerical_error is not None
+            assert outcome.numerical_error < execute.ERROR_BOUNDS[spec.precision], spec.id
+            assert shapes, spec.id  # the activations are quantized in the step
+            assert not WEIGHT_SHAPES & set(shapes), (spec.id, shapes)
+
+
+@pytest.fixture
+def cpu_scaled_mm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``torch._scaled_mm`` on the CPU: the product of the decoded operands (the layout
+    itself is checked in test_runner_native.py)."""
+    from test_runner_native import cublas_semantics
+
+    monkeypatch.setattr(torch, "_scaled_mm",
+                        lambda a, b, sa, sb, out_dtype, **_: cublas_semantics(a, b, sa, sb,
+                                                                                out_dtype))
+
+
+@pytest.mark.parametrize("precision", ["mxfp8", "nvfp4"])
+def test_native_experts_quantize_only_the_rows_and_the_hidden_activation(
+        monkeypatch: pytest.MonkeyPatch, cpu_scaled_mm: None, precision: str) -> None:
+    experts = quantize_experts(make_experts(D, F, 0, E, 1, torch.bfloat16,
+                                            torch.device("cpu")), precision, native=True)
+    rows = torch.randn(40, D, generator=torch.Generator().manual_seed(5)).bfloat16()
+    counts, offs = [25, 0, 15, 0], torch.tensor([25, 25, 40, 40], dtype=torch.int32)
+    with recorded_quantizers(monkeypatch, lambda: True) as shapes, torch.no_grad():
+        got = experts_native(experts_loop)(rows, experts, counts, offs, precision)
+    assert shapes == [(40, D), (40, F)]  # once each, over all experts' rows
+    want = experts_loop(rows, experts, counts, offs, precision)
+    # The two paths round the hidden activation to bf16 at different points (the CPU
+    # stand-in decodes in float32); e2m1's steps are coarse enough that a bf16 ulp moves
+    # some elements to the next grid point, e4m3's mostly not.
+    bound = {"mxfp8": 2e-2, "nvfp4": 1e-1}[precision]
+    assert ((got.float() - want.float()).norm() / want.float().norm()) < bound
+    # The weights made at build time are the ones quantizing on the fly would give.
+    unprepared = make_experts(D, F, 0, E, 1, torch.bfloat16, torch.device("cpu"))
+    assert torch.equal(experts_loop(rows, unprepared, counts, offs, precision), want)
