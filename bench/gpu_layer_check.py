@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 from runner.graphs import inference_steps
-from runner.layer import make_experts
+from runner.layer import make_experts, quantize_experts
 from runner.matrix import Timing
 from runner.pipelines import REGISTRY, BuildContext
 from runner.platform import detect
@@ -57,20 +57,23 @@ def main(t: int, d: int, e: int, k: int, f: int) -> int:
         ctx = BuildContext(plan, 0, t, precision, group, device, plat.grouped_mm,
                            native_scaled=plat.native_scaled)
         forward = REGISTRY[pipeline].build(ctx)
+        # as run_case builds a case: the weights quantized once, outside the timed steps
+        layer_experts = quantize_experts(experts, precision,
+                                         bool(plat.native_scaled.get(precision)))
         with torch.no_grad():
-            eager_out = forward(x, experts).clone()
+            eager_out = forward(x, layer_experts).clone()
             if plat.cuda:
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats(device)
                 base = torch.cuda.memory_allocated(device)
-                forward(x, experts)
+                forward(x, layer_experts)
                 torch.cuda.synchronize()
                 layer_mib = f"{(torch.cuda.max_memory_allocated(device) - base) / 2**20:.1f}"
             else:
                 layer_mib = "-"
-            eager = time_windows(partial(forward, x, experts), timing, device=device,
+            eager = time_windows(partial(forward, x, layer_experts), timing, device=device,
                                  group=group, flush=flush)
-            steps = inference_steps(forward, experts, x, plat.cuda, group)
+            steps = inference_steps(forward, layer_experts, x, plat.cuda, group)
             graph = time_windows(steps.step, timing, device=device, group=group, flush=flush)
         outputs[(precision, pipeline)] = eager_out
         versus = ""
