@@ -135,7 +135,9 @@ def http_callback_times(base_url: str, report_id: int, n: int) -> list[float]:
             "output": spec["output"], "outputs": outputs,
             "inputs": [{"id": i["id"], "property": i["property"], "value": by_id[i["id"]]}
                        for i in spec["inputs"]],
-            "state": [{"id": s["id"], "property": s["property"], "value": report_id}
+            # The report's id, and no store of history marks (a report without history).
+            "state": [{"id": s["id"], "property": s["property"],
+                       "value": report_id if s["id"] == "report-id" else None}
                       for s in spec["state"]],
             "changedPropIds": ["report-filter-precision.value"],
         }
