@@ -122,13 +122,13 @@ def plain_callback_times(report_id: int, n: int) -> list[float]:
 
 
 def http_callback_times(base_url: str, report_id: int, n: int) -> list[float]:
+    from app.case_fields import FILTERABLE
+
     deps = httpx.get(base_url + "/_dash-dependencies", timeout=30).json()
     spec = next(d for d in deps if "report-graph-throughput.figure" in d["output"])
 
     def body(values: list[list[str]]) -> dict[str, Any]:
-        by_id = dict(zip([f"report-filter-{f}" for f in
-                          ("mode", "ep", "precision", "pipeline", "category", "F",
-                           "imbalance")], values, strict=True))
+        by_id = dict(zip([f"report-filter-{f.wire}" for f in FILTERABLE], values, strict=True))
         outputs = [{"id": o.split(".")[0], "property": o.split(".")[1]}
                    for o in spec["output"].strip(".").split("...")]
         return {
