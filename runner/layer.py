@@ -167,14 +167,20 @@ def expert_weights(experts: Experts, precision: str) -> list[torch.Tensor]:
             for w, wq in zip(experts.parameters(), q.emulated, strict=True)]
 
 
-ExpertFn = Callable[[torch.Tensor, Experts, list[int], torch.Tensor, str], torch.Tensor]
+# (rows, experts, rows per expert, cumulative offsets, precision, rows already on the
+# precision's grid: a quantized dispatch delivered them so, and they are not rounded again)
+ExpertFn = Callable[[torch.Tensor, Experts, list[int], torch.Tensor, str, bool], torch.Tensor]
+
+
+def _rows_on_grid(rows: torch.Tensor, precision: str, on_grid: bool) -> torch.Tensor:
+    return rows if on_grid else fake_quantize(rows, precision)
 
 
 def experts_loop(rows: torch.Tensor, experts: Experts, counts: list[int], offs: torch.Tensor,
-                 precision: str) -> torch.Tensor:
+                 precision: str, on_grid: bool = False) -> torch.Tensor:
     """Expert by expert: the fallback where ``torch._grouped_mm`` does not run."""
     gate, up, down = expert_weights(experts, precision)
-    x = fake_quantize(rows, precision)
+    x = _rows_on_grid(rows, precision, on_grid)
     outs = []
     start = 0
     for e, n in enumerate(counts):
@@ -186,9 +192,9 @@ def experts_loop(rows: torch.Tensor, experts: Experts, counts: list[int], offs: 
 
 
 def experts_grouped(rows: torch.Tensor, experts: Experts, counts: list[int],
-                    offs: torch.Tensor, precision: str) -> torch.Tensor:
+                    offs: torch.Tensor, precision: str, on_grid: bool = False) -> torch.Tensor:
     gate, up, down = expert_weights(experts, precision)
-    x = fake_quantize(rows, precision)
+    x = _rows_on_grid(rows, precision, on_grid)
     h = F.silu(torch._grouped_mm(x, gate, offs=offs)) * torch._grouped_mm(x, up, offs=offs)
     return torch._grouped_mm(fake_quantize(h, precision), down, offs=offs)
 
@@ -199,12 +205,12 @@ def experts_native(fallback: ExpertFn) -> ExpertFn:
     weights come quantized from the build; the rows and the hidden activation are each
     quantized once over all experts' rows (one tensor scale, as the emulation does)."""
     def run(rows: torch.Tensor, experts: Experts, counts: list[int], offs: torch.Tensor,
-            precision: str) -> torch.Tensor:
+            precision: str, on_grid: bool = False) -> torch.Tensor:
         if precision == "bf16":
-            return fallback(rows, experts, counts, offs, precision)
+            return fallback(rows, experts, counts, offs, precision, on_grid)
         if torch.is_grad_enabled():
             USAGE.emulated += 1
-            return fallback(rows, experts, counts, offs, precision)
+            return fallback(rows, experts, counts, offs, precision, on_grid)
         USAGE.native += 1
         if rows.shape[0] == 0:
             return rows.new_zeros((0, experts.down.shape[-1]))
@@ -214,6 +220,8 @@ def experts_native(fallback: ExpertFn) -> ExpertFn:
                           [_operands(w, precision) for w in experts.parameters()])
         starts = list(itertools.accumulate(counts, initial=0))
         ranges = [(e, starts[e], starts[e] + n) for e, n in enumerate(counts) if n]
+        # The wire's scales do not survive unpacking, so rows already on the grid are
+        # quantized again for _scaled_mm's operand (exact for mxfp8's power-of-two scales).
         x = quantize_operand(rows, precision)
         hidden = torch.cat([F.silu(gemm(x.rows(a, b), gate[e], precision))
                             * gemm(x.rows(a, b), up[e], precision) for e, a, b in ranges])
@@ -295,9 +303,11 @@ class PassConfig:
 def _experts(ordered: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig
              ) -> torch.Tensor:
     if r.pad is None:
-        return cfg.expert_fn(ordered, experts, r.counts, r.offs, cfg.precision)
+        return cfg.expert_fn(ordered, experts, r.counts, r.offs, cfg.precision,
+                             cfg.quantized_dispatch)
     padded = ordered.new_zeros((r.gemm_rows, ordered.shape[1])).index_copy(0, r.pad, ordered)
-    return cfg.expert_fn(padded, experts, r.counts, r.offs, cfg.precision).index_select(0, r.pad)
+    return cfg.expert_fn(padded, experts, r.counts, r.offs, cfg.precision,
+                         cfg.quantized_dispatch).index_select(0, r.pad)
 
 
 def dispatch(x: torch.Tensor, r: DeviceRouting, cfg: PassConfig) -> torch.Tensor:
