@@ -163,8 +163,12 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
         measured = phases.run("combined", train)
         if measured is not None:
             steps, combined = measured
-            fw = phases.run("forward", partial(timed, steps.forward))
-            if steps.backward is not None:
+            measured = None
+            if steps.split is not None:  # the whole-step graph released, then the others
+                steps = phases.run("graphs", steps.split)
+            if steps is not None:
+                fw = phases.run("forward", partial(timed, steps.forward))
+            if steps is not None and steps.backward is not None:
                 bw = phases.run("backward", partial(timed, steps.backward, steps.forward))
     elif built is not None:
         b = built

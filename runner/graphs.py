@@ -5,9 +5,11 @@ Capture follows PyTorch's CUDA-graph notes: a few eager iterations on a side str
 (lazy initialisation, cuBLAS workspaces, NCCL communicators), then the capture on that
 same stream (``torch.cuda.make_graphed_callables`` does the same). Inference captures the
 forward pass. Training captures the whole step, forward + backward ("whole-network
-capture"), and also the forward and the backward as two graphs in one memory pool,
-captured in the order they replay, as ``make_graphed_callables`` does; so forward,
-backward and combined are each timed as replays. Gradients come out of
+capture"), times it, then releases it (``Steps.split``) and captures the forward and the
+backward as two graphs in one memory pool, in the order they replay, as
+``make_graphed_callables`` does: the three graphs and their pools are never alive at
+once, so their memory does not add up in the case's peaks. Forward, backward and combined
+are each timed as replays. Gradients come out of
 ``torch.autograd.grad`` as the graphs' static outputs (nothing accumulates into
 ``.grad``).
 
@@ -48,6 +50,9 @@ class Steps:
     step: Callable[[], None]  # the combined step (inference: the forward pass)
     accepted: bool | None  # the replays gave the eager results (None: no graphs)
     note: str | None
+    # Training on CUDA: release the whole-step graph, then capture the forward and the
+    # backward graphs (never all three alive at once); None where there is nothing to split.
+    split: Callable[[], Steps] | None = None
 
 
 def relative_error(values: torch.Tensor, reference: torch.Tensor, group: Any) -> float:
@@ -110,29 +115,45 @@ def training_steps(forward: Layer, experts: Experts, x: torch.Tensor,
 
     reference = [t.detach().clone() for t in step()]
     side = torch.cuda.Stream()
+    # The whole-step graph lives here only, so split() can release it (and its pool).
+    held: dict[str, Any] = {}
 
-    def capture() -> tuple[list[torch.cuda.CUDAGraph], list[torch.Tensor], list[torch.Tensor]]:
-        step_graph, step_out = _captured(step, side, WARMUP)
+    captured, note = agree_on_capture(lambda: _captured(step, side, WARMUP), group, x.device)
+    if captured is None:
+        return Steps(eager_forward, eager_backward, eager_step, None, note)
+    held["graph"], step_out = captured
+    step_accepted = _replays_match([(lambda: held["graph"].replay(), step_out)], reference,
+                                   group)
+    del captured, step_out
+
+    def split_capture() -> tuple[torch.cuda.CUDAGraph, torch.cuda.CUDAGraph, list[torch.Tensor]]:
         pool = torch.cuda.graph_pool_handle()
         # The step's warm-up ran these kernels already; the backward graph differentiates
         # the forward graph's static output.
         fwd_graph, y = _captured(lambda: forward(x, experts), side, 0, pool)
         bwd_graph, grads = _captured(lambda: torch.autograd.grad(y, inputs, grad_out), side,
                                      0, pool)
-        return [step_graph, fwd_graph, bwd_graph], step_out, [y.detach(), *grads]
+        return fwd_graph, bwd_graph, [y.detach(), *grads]
 
-    captured, note = agree_on_capture(capture, group, x.device)
-    if captured is None:
-        return Steps(eager_forward, eager_backward, eager_step, None, note)
-    (step_graph, fwd_graph, bwd_graph), step_out, split_out = captured
+    def split() -> Steps:
+        held.clear()
+        torch.cuda.synchronize(x.device)
+        free_memory()
+        graphs, split_note = agree_on_capture(split_capture, group, x.device)
+        if graphs is None:
+            return Steps(eager_forward, eager_backward, eager_step, step_accepted, split_note)
+        fwd_graph, bwd_graph, split_out = graphs
 
-    def forward_then_backward() -> None:
-        fwd_graph.replay()
-        bwd_graph.replay()
+        def forward_then_backward() -> None:
+            fwd_graph.replay()
+            bwd_graph.replay()
 
-    accepted = _replays_match([(step_graph.replay, step_out),
-                               (forward_then_backward, split_out)], reference, group)
-    return Steps(fwd_graph.replay, bwd_graph.replay, step_graph.replay, accepted, None)
+        accepted = step_accepted and _replays_match([(forward_then_backward, split_out)],
+                                                    reference, group)
+        return Steps(fwd_graph.replay, bwd_graph.replay, forward_then_backward, accepted, None)
+
+    return Steps(eager_forward, eager_backward, lambda: held["graph"].replay(), step_accepted,
+                 None, split)
 
 
 def _captured(work: Callable[[], T], side: torch.cuda.Stream, warmup: int,
