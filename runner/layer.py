@@ -16,7 +16,7 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 import torch.nn.functional as F
 
-from runner.native import USAGE, Operand, gemm, quantize_operand
+from runner.native import USAGE, WIRE_OPERAND, Operand, gemm, quantize_operand, wire_operand
 from runner.oom import guarded
 from runner.quant import fake_quantize, pack_rows, unpack_rows
 from runner.routing import RankRouting
@@ -56,6 +56,15 @@ class AllToAll(torch.autograd.Function):
         return back, None, None, None, None
 
 
+def _quantized_all_to_all(x: torch.Tensor, out_splits: list[int], in_splits: list[int],
+                          group: Any, traceable: bool, precision: str
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows quantized to the precision's wire format (data and scales as uint8), sent:
+    (the received rows dequantized, the received wire rows)."""
+    wire = _all_to_all(pack_rows(x, precision), out_splits, in_splits, group, traceable)
+    return unpack_rows(wire, precision, x.shape[-1], x.dtype), wire
+
+
 class QuantizedAllToAll(torch.autograd.Function):
     """Forward: rows quantized to the precision's wire format (data and scales as
     uint8), sent, dequantized. Backward: the gradient returns in the rows' dtype."""
@@ -64,8 +73,7 @@ class QuantizedAllToAll(torch.autograd.Function):
     def forward(ctx: Any, x: torch.Tensor, out_splits: list[int], in_splits: list[int],
                 group: Any, traceable: bool, precision: str) -> torch.Tensor:
         ctx.splits, ctx.group, ctx.traceable = (out_splits, in_splits), group, traceable
-        wire = _all_to_all(pack_rows(x, precision), out_splits, in_splits, group, traceable)
-        return unpack_rows(wire, precision, x.shape[-1], x.dtype)
+        return _quantized_all_to_all(x, out_splits, in_splits, group, traceable, precision)[0]
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Any:
@@ -168,8 +176,10 @@ def expert_weights(experts: Experts, precision: str) -> list[torch.Tensor]:
 
 
 # (rows, experts, rows per expert, cumulative offsets, precision, rows already on the
-# precision's grid: a quantized dispatch delivered them so, and they are not rounded again)
-ExpertFn = Callable[[torch.Tensor, Experts, list[int], torch.Tensor, str, bool], torch.Tensor]
+# precision's grid: a quantized dispatch delivered them so, and they are not rounded again;
+# the same rows as the wire delivered them, a native GEMM's operand: see dispatch_wire)
+ExpertFn = Callable[[torch.Tensor, Experts, list[int], torch.Tensor, str, bool,
+                     Operand | None], torch.Tensor]
 
 
 def _rows_on_grid(rows: torch.Tensor, precision: str, on_grid: bool) -> torch.Tensor:
@@ -177,7 +187,8 @@ def _rows_on_grid(rows: torch.Tensor, precision: str, on_grid: bool) -> torch.Te
 
 
 def experts_loop(rows: torch.Tensor, experts: Experts, counts: list[int], offs: torch.Tensor,
-                 precision: str, on_grid: bool = False) -> torch.Tensor:
+                 precision: str, on_grid: bool = False, wire: Operand | None = None
+                 ) -> torch.Tensor:
     """Expert by expert: the fallback where ``torch._grouped_mm`` does not run."""
     gate, up, down = expert_weights(experts, precision)
     x = _rows_on_grid(rows, precision, on_grid)
@@ -192,7 +203,8 @@ def experts_loop(rows: torch.Tensor, experts: Experts, counts: list[int], offs: 
 
 
 def experts_grouped(rows: torch.Tensor, experts: Experts, counts: list[int],
-                    offs: torch.Tensor, precision: str, on_grid: bool = False) -> torch.Tensor:
+                    offs: torch.Tensor, precision: str, on_grid: bool = False,
+                    wire: Operand | None = None) -> torch.Tensor:
     gate, up, down = expert_weights(experts, precision)
     x = _rows_on_grid(rows, precision, on_grid)
     h = F.silu(torch._grouped_mm(x, gate, offs=offs)) * torch._grouped_mm(x, up, offs=offs)
@@ -202,15 +214,17 @@ def experts_grouped(rows: torch.Tensor, experts: Experts, counts: list[int],
 def experts_native(fallback: ExpertFn) -> ExpertFn:
     """Expert by expert through native block-scaled GEMMs (``runner.native``) when no
     gradient is needed; ``fallback`` (emulated) otherwise. Counted in ``USAGE``. The
-    weights come quantized from the build; the rows and the hidden activation are each
-    quantized once over all experts' rows (one tensor scale, as the emulation does)."""
+    weights come quantized from the build; the rows as the wire delivered them (``wire``)
+    or else quantized once over all experts' rows (one tensor scale, as the emulation
+    does), and the hidden activation quantized once over all experts' rows."""
     def run(rows: torch.Tensor, experts: Experts, counts: list[int], offs: torch.Tensor,
-            precision: str, on_grid: bool = False) -> torch.Tensor:
+            precision: str, on_grid: bool = False, wire: Operand | None = None
+            ) -> torch.Tensor:
         if precision == "bf16":
-            return fallback(rows, experts, counts, offs, precision, on_grid)
+            return fallback(rows, experts, counts, offs, precision, on_grid, None)
         if torch.is_grad_enabled():
             USAGE.emulated += 1
-            return fallback(rows, experts, counts, offs, precision, on_grid)
+            return fallback(rows, experts, counts, offs, precision, on_grid, None)
         USAGE.native += 1
         if rows.shape[0] == 0:
             return rows.new_zeros((0, experts.down.shape[-1]))
@@ -220,9 +234,7 @@ def experts_native(fallback: ExpertFn) -> ExpertFn:
                           [_operands(w, precision) for w in experts.parameters()])
         starts = list(itertools.accumulate(counts, initial=0))
         ranges = [(e, starts[e], starts[e] + n) for e, n in enumerate(counts) if n]
-        # The wire's scales do not survive unpacking, so rows already on the grid are
-        # quantized again for _scaled_mm's operand (exact for mxfp8's power-of-two scales).
-        x = quantize_operand(rows, precision)
+        x = wire if wire is not None else quantize_operand(rows, precision)
         hidden = torch.cat([F.silu(gemm(x.rows(a, b), gate[e], precision))
                             * gemm(x.rows(a, b), up[e], precision) for e, a, b in ranges])
         h = quantize_operand(hidden, precision)
@@ -298,16 +310,23 @@ class PassConfig:
     expert_fn: ExpertFn
     group: Any
     traceable: bool = False  # functional collectives, for torch.compile (mega)
+    # The received wire rows go on to the experts (dispatch_wire): native GEMMs take them
+    wire_to_gemm: bool = False
 
 
-def _experts(ordered: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig
-             ) -> torch.Tensor:
-    if r.pad is None:
-        return cfg.expert_fn(ordered, experts, r.counts, r.offs, cfg.precision,
-                             cfg.quantized_dispatch)
-    padded = ordered.new_zeros((r.gemm_rows, ordered.shape[1])).index_copy(0, r.pad, ordered)
-    return cfg.expert_fn(padded, experts, r.counts, r.offs, cfg.precision,
-                         cfg.quantized_dispatch).index_select(0, r.pad)
+def _experts(ordered: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig,
+             wire: torch.Tensor | None = None) -> torch.Tensor:
+    """``wire``: the same rows as they came off the wire (see dispatch_wire), padded
+    alike (zero bytes decode to zero)."""
+    width = ordered.shape[1]
+    if r.pad is not None:
+        ordered = ordered.new_zeros((r.gemm_rows, width)).index_copy(0, r.pad, ordered)
+        if wire is not None:
+            wire = wire.new_zeros((r.gemm_rows, wire.shape[1])).index_copy(0, r.pad, wire)
+    operand = None if wire is None else wire_operand(wire, cfg.precision, width)
+    y = cfg.expert_fn(ordered, experts, r.counts, r.offs, cfg.precision,
+                      cfg.quantized_dispatch, operand)
+    return y if r.pad is None else y.index_select(0, r.pad)
 
 
 def dispatch(x: torch.Tensor, r: DeviceRouting, cfg: PassConfig) -> torch.Tensor:
@@ -322,14 +341,27 @@ def dispatch(x: torch.Tensor, r: DeviceRouting, cfg: PassConfig) -> torch.Tensor
     return recv
 
 
-def expert_rows(recv: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig
-                ) -> torch.Tensor:
+def dispatch_wire(x: torch.Tensor, r: DeviceRouting, cfg: PassConfig
+                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``dispatch``, and the received wire rows too where a native GEMM takes them as its
+    operand with the senders' scales (``native.WIRE_OPERAND``), so they are not quantized
+    again. Without gradients only: training needs ``QuantizedAllToAll``'s backward."""
+    if not (cfg.wire_to_gemm and cfg.quantized_dispatch and cfg.precision in WIRE_OPERAND
+            and not torch.is_grad_enabled()):
+        return dispatch(x, r, cfg), None
+    return _quantized_all_to_all(x.index_select(0, r.token), r.recv_splits, r.send_splits,
+                                 cfg.group, cfg.traceable, cfg.precision)
+
+
+def expert_rows(recv: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig,
+                wire: torch.Tensor | None = None) -> torch.Tensor:
     """Received rows -> expert order -> experts -> back in received order. The experts are
     the local work between the two collectives, so they run OOM-guarded (forward and,
     when training, backward): a rank out of memory sends zeros on to the combine (and zero
     gradients back to the dispatch) rather than leave its peers waiting there."""
     ordered = recv.index_select(0, r.order)
-    y = guarded_experts(ordered, r, experts, cfg)
+    y = guarded_experts(ordered, r, experts, cfg,
+                        None if wire is None else wire.index_select(0, r.order))
     return torch.empty_like(y).index_copy(0, r.order, y)
 
 
@@ -338,12 +370,12 @@ def expert_rows(recv: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: Pas
 # experts inside are compiled on their own, see runner.pipelines.mega_forward).
 @torch.compiler.disable  # type: ignore[untyped-decorator]
 def guarded_experts(ordered: torch.Tensor, r: DeviceRouting, experts: Experts,
-                     cfg: PassConfig) -> torch.Tensor:
+                     cfg: PassConfig, wire: torch.Tensor | None = None) -> torch.Tensor:
     tensors = (ordered, *experts.parameters())
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         y: torch.Tensor = GuardedExperts.apply(r, cfg, experts.quantized, *tensors)
         return y
-    return guarded(lambda: _experts(ordered, r, experts, cfg),
+    return guarded(lambda: _experts(ordered, r, experts, cfg, wire),
                    lambda: ordered.new_zeros(ordered.shape))
 
 
@@ -400,4 +432,5 @@ def combine(back: torch.Tensor, r: DeviceRouting, cfg: PassConfig, out: torch.Te
 def routed_pass(x: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig,
                 out: torch.Tensor) -> None:
     """Dispatch, permute to expert order, experts, combine, score-weighted sum into out."""
-    combine(expert_rows(dispatch(x, r, cfg), r, experts, cfg), r, cfg, out)
+    recv, wire = dispatch_wire(x, r, cfg)
+    combine(expert_rows(recv, r, experts, cfg, wire), r, cfg, out)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from runner.quant import quantize_mxfp8, quantize_nvfp4
+from runner.quant import quantize_mxfp8, quantize_nvfp4, wire_parts
 
 
 @dataclass
@@ -68,6 +68,22 @@ def quantize_operand(m: torch.Tensor, precision: str) -> Operand:
     if precision == "nvfp4":
         return Operand(*quantize_nvfp4(m))
     raise ValueError(f"precision: no native scaled GEMM for {precision!r}")
+
+
+# The precisions whose received wire rows are a GEMM operand as they are (wire_operand).
+WIRE_OPERAND = frozenset({"mxfp8"})
+
+
+def wire_operand(wire: torch.Tensor, precision: str, n: int) -> Operand | None:
+    """Received wire rows (``quant.pack_rows``) of n elements as a GEMM operand, with the
+    sender's block scales: no second quantization. mxfp8 only: its rows carry all
+    ``_scaled_mm`` takes (e4m3 data, e8m0 scales). None for nvfp4, whose rows from
+    different senders carry different fp32 tensor scales where ``_scaled_mm`` takes one
+    per operand: those rows are quantized again, under one tensor scale."""
+    if precision not in WIRE_OPERAND:
+        return None
+    data, scales, _ = wire_parts(wire, precision, n)
+    return Operand(data, scales, None)
 
 
 def gemm(a: Operand, b: Operand, precision: str) -> torch.Tensor:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from runner.layer import Experts, combine, dispatch, expert_rows
+from runner.layer import Experts, combine, dispatch_wire, expert_rows
 from runner.matrix import Timing
 from runner.pipelines import BuildContext, one_stage_routing, pass_config
 from runner.quant import pack_rows
@@ -45,11 +45,11 @@ def time_phases(ctx: BuildContext, pipeline: str, experts: Experts, x: torch.Ten
     r = one_stage_routing(ctx, cfg)
     out = torch.zeros_like(x)
     with torch.no_grad():
-        received = dispatch(x, r, cfg)
-        computed = expert_rows(received, r, experts, cfg)
+        received, wire = dispatch_wire(x, r, cfg)
+        computed = expert_rows(received, r, experts, cfg, wire)
         work = {
-            "dispatch": lambda: dispatch(x, r, cfg),
-            "experts": lambda: expert_rows(received, r, experts, cfg),
+            "dispatch": lambda: dispatch_wire(x, r, cfg),
+            "experts": lambda: expert_rows(received, r, experts, cfg, wire),
             # Sums into a scratch output: the values are not looked at.
             "combine": lambda: combine(computed, r, cfg, out),
         }

@@ -29,6 +29,7 @@ from runner.layer import (
     PassConfig,
     combine,
     dispatch,
+    dispatch_wire,
     expert_rows,
     experts_grouped,
     experts_loop,
@@ -72,9 +73,11 @@ def expert_fn(ctx: BuildContext, native: bool = True) -> ExpertFn:
     for this precision (inference only, see runner.native), else emulated, through
     ``torch._grouped_mm`` where it runs."""
     emulated = experts_grouped if ctx.grouped_mm else experts_loop
-    if native and ctx.native_scaled.get(ctx.precision):
-        return experts_native(emulated)
-    return emulated
+    return experts_native(emulated) if native and _runs_native(ctx) else emulated
+
+
+def _runs_native(ctx: BuildContext) -> bool:
+    return bool(ctx.native_scaled.get(ctx.precision))
 
 
 def _routings(ctx: BuildContext, cfg: PassConfig, stages: int) -> list[DeviceRouting]:
@@ -105,18 +108,19 @@ def _staged(ctx: BuildContext, cfg: PassConfig, stages: int) -> Forward:
 
     def forward(x: torch.Tensor, experts: Experts) -> torch.Tensor:
         out = torch.zeros_like(x)
-        received: dict[int, torch.Tensor] = {}
+        received: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
         computed: dict[int, torch.Tensor] = {}
 
         def on(phase: Phase) -> torch.cuda.Stream | None:
             return streams[phase] if streams else None
 
         def do_dispatch(i: int) -> None:
-            received[i] = dispatch(x, routings[i], cfg)
+            received[i] = dispatch_wire(x, routings[i], cfg)
 
         def do_experts(i: int) -> None:
-            recv = handoff(received.pop(i), on("experts"))
-            computed[i] = expert_rows(recv, routings[i], experts, cfg)
+            recv, wire = received.pop(i)
+            computed[i] = expert_rows(handoff(recv, on("experts")), routings[i], experts, cfg,
+                                      None if wire is None else handoff(wire, on("experts")))
 
         def do_combine(i: int) -> None:
             combine(handoff(computed.pop(i), on("combine")), routings[i], cfg, out)
@@ -134,8 +138,10 @@ def pass_config(ctx: BuildContext, pipeline: str) -> PassConfig:
     every pipeline's phases with it (mega's experts: the emulated GEMMs it compiles)."""
     if pipeline == "standard":
         return PassConfig(ctx.precision, False, False, expert_fn(ctx), ctx.group)
+    native = pipeline != "mega"
     return PassConfig(ctx.precision, ctx.precision != "bf16", True,
-                      expert_fn(ctx, native=pipeline != "mega"), ctx.group)
+                      expert_fn(ctx, native=native), ctx.group,
+                      wire_to_gemm=native and _runs_native(ctx))
 
 
 def one_stage_routing(ctx: BuildContext, cfg: PassConfig) -> DeviceRouting:

@@ -142,12 +142,20 @@ def pack_rows(x: torch.Tensor, precision: str) -> torch.Tensor:
     return torch.cat([packed, scales, ts], dim=-1)
 
 
+def wire_parts(wire: torch.Tensor, precision: str, n: int
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Wire rows (``pack_rows``) of n elements split back into data, block scales and
+    (nvfp4) the per-row fp32 tensor scales [R, 1]; copies of the bytes, nothing decoded."""
+    if precision == "mxfp8":
+        return wire[:, :n].contiguous(), wire[:, n:].contiguous(), None
+    half, blocks = n // 2, n // NV_BLOCK
+    return (wire[:, :half].contiguous(), wire[:, half:half + blocks].contiguous(),
+            wire[:, half + blocks:].contiguous().view(torch.float32))
+
+
 def unpack_rows(wire: torch.Tensor, precision: str, n: int,
                 dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
-    if precision == "mxfp8":
-        return dequantize_mxfp8(wire[:, :n].contiguous(), wire[:, n:].contiguous(), dtype)
-    half, blocks = n // 2, n // NV_BLOCK
-    packed = wire[:, :half].contiguous()
-    scales = wire[:, half:half + blocks].contiguous()
-    ts = wire[:, half + blocks:].contiguous().view(torch.float32)  # [R, 1]
-    return dequantize_nvfp4(packed, scales, ts, dtype)
+    data, scales, tensor_scales = wire_parts(wire, precision, n)
+    if tensor_scales is None:
+        return dequantize_mxfp8(data, scales, dtype)
+    return dequantize_nvfp4(data, scales, tensor_scales, dtype)

@@ -1,6 +1,7 @@
 """Quantized times measure the layer, not the quantization of its weights: the expert
 weights are quantized once when the layer is built, so a timed step quantizes only its
-activations, and rows a quantized dispatch delivered on the grid are not quantized again.
+activations, and rows a quantized dispatch delivered on the grid are not quantized again
+(the native mxfp8 GEMM takes them with the wire's scales).
 The quantizers are wrapped here and every call inside the timed windows is recorded by
 the shape of what it quantized."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -49,20 +51,26 @@ def recorded_quantizers(monkeypatch: pytest.MonkeyPatch, active: Callable[[], bo
     yield shapes
 
 
-@pytest.mark.parametrize("mode", ["inference", "training"])
-def test_no_weight_is_quantized_inside_a_timed_step(monkeypatch: pytest.MonkeyPatch,
-                                                    mode: str) -> None:
-    timing = [False]
+@pytest.fixture
+def timing(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """A flag, set while ``execute.time_windows`` (the timed windows) runs."""
+    flag = [False]
     timed = execute.time_windows
 
     def timed_and_flagged(*args: Any, **kwargs: Any) -> Any:
-        timing[0] = True
+        flag[0] = True
         try:
             return timed(*args, **kwargs)
         finally:
-            timing[0] = False
+            flag[0] = False
 
     monkeypatch.setattr(execute, "time_windows", timed_and_flagged)
+    return flag
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_no_weight_is_quantized_inside_a_timed_step(monkeypatch: pytest.MonkeyPatch,
+                                                    timing: list[bool], mode: str) -> None:
     matrix = parse_matrix(MATRIX)
     plat = detect(0)
     with recorded_quantizers(monkeypatch, lambda: timing[0]) as shapes:
@@ -112,3 +120,32 @@ def test_native_experts_quantize_only_the_rows_and_the_hidden_activation(
     # The weights made at build time are the ones quantizing on the fly would give.
     unprepared = make_experts(D, F, 0, E, 1, torch.bfloat16, torch.device("cpu"))
     assert torch.equal(experts_loop(rows, unprepared, counts, offs, precision), want)
+
+
+@pytest.mark.parametrize("precision", ["mxfp8", "nvfp4"])
+def test_a_timed_native_step_takes_the_received_rows_as_the_wire_delivered_them(
+        monkeypatch: pytest.MonkeyPatch, cpu_scaled_mm: None, timing: list[bool],
+        precision: str) -> None:
+    matrix = parse_matrix(MATRIX)
+    plat = replace(detect(0), native_scaled={precision: True})
+    spec = next(s for s in matrix.cases if s.mode == "inference"
+                and s.pipeline == "staged" and s.precision == precision)
+    with recorded_quantizers(monkeypatch, lambda: timing[0]) as shapes:
+        outcome = execute.run_case(spec, matrix.shape, build_plan(matrix.shape, spec, 0),
+                                   matrix.timing, 0, plat, 0, None)
+    assert outcome.combined is not None and outcome.failure is None
+    assert outcome.emulated is False  # every expert call in the case ran the native path
+    assert outcome.numerical_error is not None
+    assert outcome.numerical_error < execute.ERROR_BOUNDS[precision]
+    # Every stage quantizes the rows it sends (4 stages x 2 tokens x top-2: 4 rows each)
+    # and its hidden activation (padded to 128-row groups); the received rows (D wide,
+    # padded to 128-row groups) are quantized again only for nvfp4, whose senders'
+    # tensor scales differ (runner.native.wire_operand).
+    sent = [s for s in shapes if s == (4, D)]
+    hidden = [s for s in shapes if s[-1] == F and s[0] >= 128]
+    received = [s for s in shapes if s[-1] == D and s[0] >= 128]
+    assert sent and len(sent) == len(hidden), shapes
+    if precision == "mxfp8":
+        assert not received, shapes
+    else:
+        assert len(received) == len(hidden), shapes
