@@ -16,7 +16,7 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 import torch.nn.functional as F
 
-from runner.native import USAGE, WIRE_OPERAND, Operand, gemm, quantize_operand, wire_operand
+from runner.native import USAGE, Operand, gemm, quantize_operand, wire_operand
 from runner.oom import guarded
 from runner.quant import fake_quantize, pack_rows, unpack_rows
 from runner.routing import RankRouting
@@ -60,9 +60,27 @@ def _quantized_all_to_all(x: torch.Tensor, out_splits: list[int], in_splits: lis
                           group: Any, traceable: bool, precision: str
                           ) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows quantized to the precision's wire format (data and scales as uint8), sent:
-    (the received rows dequantized, the received wire rows)."""
-    wire = _all_to_all(pack_rows(x, precision), out_splits, in_splits, group, traceable)
+    (the received rows dequantized, the received wire rows). nvfp4's tensor scale is
+    agreed over the group first (a one-element all-reduce of the amax), so every row a
+    rank receives shares one and a native GEMM takes them as they are."""
+    wire = _all_to_all(pack_rows(x, precision, _group_max(group, traceable)),
+                       out_splits, in_splits, group, traceable)
     return unpack_rows(wire, precision, x.shape[-1], x.dtype), wire
+
+
+def _group_max(group: Any, traceable: bool) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    if group is None:  # one rank: its own amax
+        return None
+
+    def agree(x: torch.Tensor) -> torch.Tensor:
+        if traceable:
+            reduced: torch.Tensor = funcol.wait_tensor(funcol.all_reduce(x, "max", group))
+            return reduced
+        out = x.clone()
+        dist.all_reduce(out, op=dist.ReduceOp.MAX, group=group)
+        return out
+
+    return agree
 
 
 class QuantizedAllToAll(torch.autograd.Function):
@@ -344,10 +362,9 @@ def dispatch(x: torch.Tensor, r: DeviceRouting, cfg: PassConfig) -> torch.Tensor
 def dispatch_wire(x: torch.Tensor, r: DeviceRouting, cfg: PassConfig
                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``dispatch``, and the received wire rows too where a native GEMM takes them as its
-    operand with the senders' scales (``native.WIRE_OPERAND``), so they are not quantized
+    operand with the senders' scales (``native.wire_operand``), so they are not quantized
     again. Without gradients only: training needs ``QuantizedAllToAll``'s backward."""
-    if not (cfg.wire_to_gemm and cfg.quantized_dispatch and cfg.precision in WIRE_OPERAND
-            and not torch.is_grad_enabled()):
+    if not (cfg.wire_to_gemm and cfg.quantized_dispatch and not torch.is_grad_enabled()):
         return dispatch(x, r, cfg), None
     return _quantized_all_to_all(x.index_select(0, r.token), r.recv_splits, r.send_splits,
                                  cfg.group, cfg.traceable, cfg.precision)

@@ -70,20 +70,17 @@ def quantize_operand(m: torch.Tensor, precision: str) -> Operand:
     raise ValueError(f"precision: no native scaled GEMM for {precision!r}")
 
 
-# The precisions whose received wire rows are a GEMM operand as they are (wire_operand).
-WIRE_OPERAND = frozenset({"mxfp8"})
-
-
-def wire_operand(wire: torch.Tensor, precision: str, n: int) -> Operand | None:
+def wire_operand(wire: torch.Tensor, precision: str, n: int) -> Operand:
     """Received wire rows (``quant.pack_rows``) of n elements as a GEMM operand, with the
-    sender's block scales: no second quantization. mxfp8 only: its rows carry all
-    ``_scaled_mm`` takes (e4m3 data, e8m0 scales). None for nvfp4, whose rows from
-    different senders carry different fp32 tensor scales where ``_scaled_mm`` takes one
-    per operand: those rows are quantized again, under one tensor scale."""
-    if precision not in WIRE_OPERAND:
-        return None
-    data, scales, _ = wire_parts(wire, precision, n)
-    return Operand(data, scales, None)
+    senders' block scales: no second quantization. nvfp4: ``_scaled_mm`` takes one fp32
+    tensor scale per operand, so the dispatch agrees one over its group (the senders'
+    largest amax, ``runner.layer``); every row carries it (zero bytes in padded rows)."""
+    data, scales, tensor_scales = wire_parts(wire, precision, n)
+    if tensor_scales is None:
+        return Operand(data, scales, None)
+    if tensor_scales.numel() == 0:
+        return Operand(data, scales, torch.ones((), device=wire.device))
+    return Operand(data, scales, tensor_scales.amax())
 
 
 def gemm(a: Operand, b: Operand, precision: str) -> torch.Tensor:

@@ -21,6 +21,7 @@ the numerics of the format, not its speed.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import torch
 
@@ -64,19 +65,26 @@ def dequantize_mxfp8(data: torch.Tensor, scales: torch.Tensor,
     return (values * scale).reshape(data.shape).to(dtype)
 
 
-def nvfp4_tensor_scale(x: torch.Tensor) -> torch.Tensor:
+def nvfp4_tensor_scale(x: torch.Tensor,
+                       agree: Callable[[torch.Tensor], torch.Tensor] | None = None
+                       ) -> torch.Tensor:
     """The fp32 per-tensor scale: amax / (6 * 448), so the largest block scale fits e4m3;
-    1 for an all-zero or empty tensor."""
-    if x.numel() == 0:  # amax() of an empty tensor raises
-        return torch.ones((), dtype=torch.float32, device=x.device)
-    amax = x.detach().float().abs().amax()
+    1 for an all-zero or empty tensor. ``agree``: the amax agreed with other ranks (their
+    maximum), so rows they quantize share this scale; called for empty x too."""
+    amax = (x.detach().float().abs().amax() if x.numel()  # amax() of nothing raises
+            else torch.zeros((), dtype=torch.float32, device=x.device))
+    if agree is not None:
+        amax = agree(amax)
     return torch.where(amax > 0, amax / (E2M1_MAX * E4M3_MAX), torch.ones_like(amax))
 
 
-def quantize_nvfp4(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(packed e2m1 bytes [..., n/2], e4m3 scale bytes [..., n/16], fp32 tensor scale)."""
+def quantize_nvfp4(x: torch.Tensor, tensor_scale: torch.Tensor | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(packed e2m1 bytes [..., n/2], e4m3 scale bytes [..., n/16], fp32 tensor scale);
+    ``tensor_scale``: one made by ``nvfp4_tensor_scale`` (default: x's own)."""
     blocks = _blocks(x, NV_BLOCK)
-    tensor_scale = nvfp4_tensor_scale(x)
+    if tensor_scale is None:
+        tensor_scale = nvfp4_tensor_scale(x)
     block_amax = blocks.abs().amax(-1, keepdim=True)
     block_scale = (block_amax / E2M1_MAX / tensor_scale).clamp(max=E4M3_MAX)
     block_scale = block_scale.to(torch.float8_e4m3fn)
@@ -131,13 +139,15 @@ def wire_width(precision: str, n: int) -> int:
     raise ValueError(f"precision: {precision!r} has no quantized wire format")
 
 
-def pack_rows(x: torch.Tensor, precision: str) -> torch.Tensor:
+def pack_rows(x: torch.Tensor, precision: str,
+              agree: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
     """Rows [R, n] as uint8 wire rows [R, wire_width]: data, then scales (then fp32
-    tensor scale, repeated per row so any split of the rows carries it)."""
+    tensor scale, repeated per row so any split of the rows carries it; ``agree``: see
+    ``nvfp4_tensor_scale``)."""
     if precision == "mxfp8":
         data, scales = quantize_mxfp8(x)
         return torch.cat([data, scales], dim=-1)
-    packed, scales, tensor_scale = quantize_nvfp4(x)
+    packed, scales, tensor_scale = quantize_nvfp4(x, nvfp4_tensor_scale(x, agree))
     ts = tensor_scale.reshape(1).view(torch.uint8).expand(x.shape[0], 4)
     return torch.cat([packed, scales, ts], dim=-1)
 

@@ -1,24 +1,39 @@
 """Quantized times measure the layer, not the quantization of its weights: the expert
 weights are quantized once when the layer is built, so a timed step quantizes only its
 activations, and rows a quantized dispatch delivered on the grid are not quantized again
-(the native mxfp8 GEMM takes them with the wire's scales).
+(the native GEMM takes them with the wire's scales).
 The quantizers are wrapped here and every call inside the timed windows is recorded by
 the shape of what it quantized."""
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+import torch.distributed as dist
+from live import free_port
+from torch.multiprocessing.spawn import spawn
 
 from runner import execute, native, quant
-from runner.layer import experts_loop, experts_native, make_experts, quantize_experts
+from runner.layer import (
+    DeviceRouting,
+    PassConfig,
+    dispatch_wire,
+    experts_loop,
+    experts_native,
+    make_experts,
+    quantize_experts,
+)
 from runner.matrix import parse_matrix
 from runner.platform import detect
+from runner.quant import wire_parts
 from runner.routing import build_plan
 
 D, F, E = 64, 96, 4
@@ -42,10 +57,10 @@ def recorded_quantizers(monkeypatch: pytest.MonkeyPatch, active: Callable[[], bo
     for module in (quant, native):
         for name, original in originals.items():
 
-            def wrapper(x: torch.Tensor, _original: Any = original) -> Any:
+            def wrapper(x: torch.Tensor, *args: Any, _original: Any = original) -> Any:
                 if active():
                     shapes.append(tuple(x.shape))
-                return _original(x)
+                return _original(x, *args)
 
             monkeypatch.setattr(module, name, wrapper)
     yield shapes
@@ -138,14 +153,47 @@ def test_a_timed_native_step_takes_the_received_rows_as_the_wire_delivered_them(
     assert outcome.numerical_error is not None
     assert outcome.numerical_error < execute.ERROR_BOUNDS[precision]
     # Every stage quantizes the rows it sends (4 stages x 2 tokens x top-2: 4 rows each)
-    # and its hidden activation (padded to 128-row groups); the received rows (D wide,
-    # padded to 128-row groups) are quantized again only for nvfp4, whose senders'
-    # tensor scales differ (runner.native.wire_operand).
+    # and its hidden activation (padded to 128-row groups), never the received rows (D
+    # wide, padded to 128-row groups).
     sent = [s for s in shapes if s == (4, D)]
     hidden = [s for s in shapes if s[-1] == F and s[0] >= 128]
     received = [s for s in shapes if s[-1] == D and s[0] >= 128]
     assert sent and len(sent) == len(hidden), shapes
-    if precision == "mxfp8":
-        assert not received, shapes
-    else:
-        assert len(received) == len(hidden), shapes
+    assert not received, shapes
+
+
+def _dispatch_rank(rank: int, port: int, out: Path) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        # 4 rows a rank, 2 to each rank; rank 1's rows 10x larger
+        r = DeviceRouting(token=torch.arange(4), weight=torch.ones(4), order=torch.arange(4),
+                          send_splits=[2, 2], recv_splits=[2, 2], counts=[4],
+                          offs=torch.tensor([4], dtype=torch.int32), pad=None)
+        scales = []
+        for traceable in (False, True):
+            cfg = PassConfig("nvfp4", True, False, experts_loop, dist.group.WORLD,
+                             traceable=traceable, wire_to_gemm=True)
+            with torch.no_grad():
+                _, wire = dispatch_wire(_rows(rank), r, cfg)
+            assert wire is not None
+            scales.append(wire_parts(wire, "nvfp4", D)[2].flatten().tolist())
+        (out / f"rank{rank}.json").write_text(json.dumps(scales))
+    finally:
+        dist.destroy_process_group()
+
+
+def _rows(rank: int) -> torch.Tensor:
+    x = torch.randn(4, D, generator=torch.Generator().manual_seed(rank)) * (1 + 9 * rank)
+    return x.bfloat16()
+
+
+def test_an_nvfp4_dispatch_agrees_one_tensor_scale_over_the_group(tmp_path: Path) -> None:
+    """Rows from both senders reach each rank under one tensor scale, the recipe's for
+    the larger amax, so a native GEMM can take them as one operand."""
+    spawn(_dispatch_rank, args=(free_port(), tmp_path), nprocs=2, join=True)
+    amax = max(_rows(rank).float().abs().max().item() for rank in range(2))
+    want = amax / (6 * 448)
+    for rank in range(2):
+        for received in json.loads((tmp_path / f"rank{rank}.json").read_text()):
+            assert received == pytest.approx([want] * 4, rel=1e-6), (rank, received)
