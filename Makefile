@@ -38,7 +38,7 @@ test: install postgres lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: install postgres
-	$(BIN)/python bench/ingest.py $(BENCH_ARGS)
+	$(BIN)/python bench/ingest_reads.py $(BENCH_ARGS)
 
 # The dashboard draws with plotly.js's cartesian partial bundle (scatter, bar, heatmap: a
 # third of the full bundle's size), the version plotly.py ships; refresh it after a plotly

@@ -33,8 +33,6 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parent.parent
-# Run as a script, this folder leads sys.path and bench/ingest.py shadows the ingest package.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO / "bench"]
 sys.path.append(str(REPO / "tests"))  # live.py: a server process, a scratch database
 SYNTHETIC_CASES = 5000
 PAGE_TARGET_S = {"reference": 2.0, "synthetic": 6.0}

@@ -25,8 +25,6 @@ from pathlib import Path
 from types import ModuleType
 
 REPO = Path(__file__).resolve().parent.parent
-# Run as a script, this folder leads sys.path and bench/ingest.py shadows the ingest package.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO / "bench"]
 sys.path.append(str(REPO / "tests"))  # live.py: a server process, a scratch database
 TIME_TARGET_S = {"reference": 2.0, "synthetic": 10.0}
 SIZE_TARGET_MB = {"reference": 6.0}

@@ -26,8 +26,6 @@ from pathlib import Path
 import httpx
 
 REPO = Path(__file__).resolve().parent.parent
-# Run as a script, this folder leads sys.path and bench/ingest.py shadows the ingest package.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO / "bench"]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from history_helpers import ingest, synthetic_series  # noqa: E402

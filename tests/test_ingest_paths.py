@@ -1,4 +1,4 @@
-"""The ingest and case-listing paths made faster for bench/ingest.py keep their answers:
+"""The ingest and case-listing paths made faster for bench/ingest_reads.py keep their answers:
 caveats land on their own case (also when appended), page totals are right without the
 count query, and the fast tree check flags exactly what the slow walk names."""
 

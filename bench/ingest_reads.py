@@ -1,6 +1,6 @@
 """Ingest throughput through the API against the direct-insert floor, and case-read latency.
 
-    python bench/ingest.py [--reports 200] [--cases 63] [--concurrency 8] [--workers 2]
+    python bench/ingest_reads.py [--reports 200] [--cases 63] [--concurrency 8] [--workers 2]
                            [--url URL --token TOKEN] [--seed 1]
 
 1. Posts N synthetic reports (the reference report with every measured number perturbed,
