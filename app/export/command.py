@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -92,8 +91,10 @@ def _build(args: argparse.Namespace, report_id: int | None) -> tuple[str, bytes]
 def _fetch(args: argparse.Namespace, report_id: int | None) -> tuple[str, bytes]:
     import httpx
 
+    from runner.http import resolve_token
+
     base = args.url.rstrip("/")
-    token = args.token or os.environ.get("MOESCOPE_TOKEN")
+    token = resolve_token(args.token)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     with httpx.Client(base_url=base, headers=headers, timeout=300) as client:
         if args.compare:
