@@ -47,8 +47,8 @@ def in_process_s(url: str, report_id: int, runs: int) -> tuple[list[float], int]
 
     from app.case_fields import CaseFilter
     from app.core.db import engine_for
-    from app.dashboard import report_view
     from app.export.service import export_report
+    from app.services import report_view
 
     times, size = [], 0
     for _ in range(runs):

@@ -20,9 +20,10 @@ from sqlalchemy.orm import Session
 
 from app import case_fields
 from app.case_fields import FIELDS, FILTERABLE, SORTABLE, TABLED, CaseField, CaseFilter
-from app.dashboard import case_table, filters, report_view
+from app.dashboard import filters
 from app.models import CaseRow
 from app.repository import cases as cases_repo
+from app.services import case_table, report_view
 from ingest.derived import derive
 from ingest.schema import Case
 from ingest.validate import validate_report

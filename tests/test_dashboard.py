@@ -19,9 +19,10 @@ from sqlalchemy.orm import Session
 
 from app import figures
 from app.case_fields import CaseFilter
-from app.dashboard import case_table, charts, comparison, filters, links, report_list, report_view
+from app.dashboard import comparison, filters, links
 from app.main import create_app
 from app.repository import cases as cases_repo
+from app.services import case_table, chart_panels, report_list, report_view
 from app.services import cases as case_service
 from app.services import reports as report_service
 from app.services.cases import case_out
@@ -123,18 +124,18 @@ def test_chart_cases_keep_the_highest_useful_throughput_in_view_order() -> None:
     cases = [_fake_case("e", 5.0), _fake_case("a", None), _fake_case("d", 9.0),
              _fake_case("c", 7.0), _fake_case("b", 7.0), _fake_case("f", 1.0)]
     # The top three: d (9), then the tie at 7 broken by id (b before c); view order kept.
-    assert [c["id"] for c in charts.chart_cases(cases, cap=3)] == ["d", "c", "b"]
-    assert [c["id"] for c in charts.chart_cases(cases, cap=2)] == ["d", "b"]
+    assert [c["id"] for c in chart_panels.chart_cases(cases, cap=3)] == ["d", "c", "b"]
+    assert [c["id"] for c in chart_panels.chart_cases(cases, cap=2)] == ["d", "b"]
     # Unmeasured cases come last: charted only once every measured one is.
-    assert "a" not in [c["id"] for c in charts.chart_cases(cases, cap=5)]
-    assert [c["id"] for c in charts.chart_cases(cases, cap=6)] == [c["id"] for c in cases]
-    assert charts.chart_cases(cases, cap=100) == cases
+    assert "a" not in [c["id"] for c in chart_panels.chart_cases(cases, cap=5)]
+    assert [c["id"] for c in chart_panels.chart_cases(cases, cap=6)] == [c["id"] for c in cases]
+    assert chart_panels.chart_cases(cases, cap=100) == cases
 
 
 def test_cap_banner_names_both_counts() -> None:
-    assert charts.cap_banner(400, 400) == ""
-    assert charts.cap_banner(12, 12) == ""
-    assert charts.cap_banner(400, 5000) == (
+    assert chart_panels.cap_banner(400, 400) == ""
+    assert chart_panels.cap_banner(12, 12) == ""
+    assert chart_panels.cap_banner(400, 5000) == (
         "Charts show the 400 cases with the highest useful TFLOP/s of 5000 in view; narrow "
         "the filters to chart the rest. Caveat counts, the table and the CSV cover all 5000.")
 
@@ -154,9 +155,9 @@ def test_every_chart_draws_the_same_capped_subset(
     reference: dict[str, Any], session: Session, reference_id: int
 ) -> None:
     cases = case_service.view_cases(session, reference_id, CaseFilter())
-    charted = charts.chart_cases(cases, cap=10)
+    charted = chart_panels.chart_cases(cases, cap=10)
     counts = cases_repo.caveat_counts(session, reference_id)
-    panels = charts.chart_panels(reference["meta"], cases, counts, charted)
+    panels = chart_panels.chart_panels(reference["meta"], cases, counts, charted)
     want = {figures.text(c["id"]) for c in charted}
     ranked = sorted(cases, key=lambda c: -c["usefulTFPerGPU"])
     assert want == {figures.text(c["id"]) for c in ranked[:10]}
@@ -175,11 +176,11 @@ def test_every_chart_draws_the_same_capped_subset(
 def test_report_view_over_the_cap_shows_the_banner_and_keeps_every_row(
     reference_id: int, pages: dict[str, ModuleType], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(charts, "CHART_CASE_CAP", 20)
+    monkeypatch.setattr(chart_panels, "CHART_CASE_CAP", 20)
     report = pages["report"]
     page = report.layout(str(reference_id))
     banner = find(page, "report-cap-banner")
-    assert banner.children == charts.cap_banner(20, 63) and not banner.hidden
+    assert banner.children == chart_panels.cap_banner(20, 63) and not banner.hidden
     assert len(find(page, "report-rows").data) == 63
     graph = find(page, "report-graph-throughput")
     assert sum(len(t["x"]) for t in graph.figure["data"]) == 20

@@ -34,9 +34,9 @@ from sqlalchemy.orm import Session
 
 from app import figures
 from app.core.db import engine_for
-from app.dashboard.charts import CHART_CASE_CAP, cap_banner
 from app.dashboard.links import case_href
 from app.repository import tokens
+from app.services.chart_panels import CHART_CASE_CAP, cap_banner
 
 pytestmark = pytest.mark.live
 

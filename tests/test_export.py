@@ -28,12 +28,13 @@ from sqlalchemy.orm import Session
 from app import figures
 from app.case_fields import FILTERABLE, CaseFilter
 from app.cli import main
-from app.dashboard import links, report_view
-from app.dashboard.case_table import TABLE_COLUMNS
+from app.dashboard import links
 from app.export import command
 from app.export.document import csp_hash, export_spec
 from app.export.service import export_report
+from app.services import report_view
 from app.services import reports as report_service
+from app.services.case_table import TABLE_COLUMNS
 from ingest.validate import validate_report
 
 SCRIPT_NOTE = "<script>alert(1)</script><img src=x onerror=\"alert(2)\"> & done"

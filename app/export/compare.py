@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from app.dashboard import comparison
-from app.dashboard.report_view import ReportData
 from app.export.document import render
 from app.export.footer import Footer
+from app.services.report_view import ReportData
 
 
 def compare_html(base: ReportData, head: ReportData, footer: Footer) -> str:

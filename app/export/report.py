@@ -7,14 +7,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.case_fields import TABLED, CaseFilter
-from app.dashboard.case_table import table_row
-from app.dashboard.case_view import display_value
-from app.dashboard.report_view import ReportView
 from app.export.document import export_spec, render
 from app.export.footer import Footer
 from app.export.summary import summary_rows
 from app.figures import Case
+from app.services.case_table import table_row
+from app.services.case_text import display_value
 from app.services.history import CaseVerdict, ReportVerdicts
+from app.services.report_view import ReportView
 from ingest.derived import report_notes
 from ingest.regressions import Settings
 

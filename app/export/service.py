@@ -8,12 +8,12 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from app.case_fields import CaseFilter
-from app.dashboard.report_view import report_data, report_view
 from app.export.compare import compare_html
 from app.export.footer import make_footer
 from app.export.report import report_html
-from app.report_json import report_json_bytes
 from app.services.history import report_regressions
+from app.services.report_json import report_json_bytes
+from app.services.report_view import report_data, report_view
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,11 @@ from app.api.schemas import (
 )
 from app.core.config import get_settings
 from app.core.db import SessionDep, TransactionDep
-from app.report_json import report_json_bytes
 from app.repository import cases as cases_repo
 from app.repository import reports as reports_repo
 from app.services import cases as case_service
 from app.services import reports as report_service
+from app.services.report_json import report_json_bytes
 from ingest.schema import INT64_MAX, CaseList, Report
 
 router = APIRouter(prefix="/reports", tags=["reports"])

@@ -11,8 +11,9 @@ from dash import dcc, html
 from app import figures
 from app.core.db import session_scope
 from app.core.errors import NotFound
-from app.dashboard import case_view, links
+from app.dashboard import links
 from app.dashboard.components import GRAPH_CONFIG, not_found, parse_report_id, table
+from app.services import case_text
 from app.services import cases as case_service
 
 # Before the report page: its template would also match this longer path.
@@ -48,5 +49,5 @@ def layout(report_id: str | None = None, case_id: str | None = None, **_: Any) -
         caveat_list(case),
         html.Div(graphs, className="case-charts"),
         html.H2("Every field"),
-        table(["field", "value"], case_view.case_fields(case), id="case-fields"),
+        table(["field", "value"], case_text.case_fields(case), id="case-fields"),
     ])

@@ -13,16 +13,7 @@ from app import figures
 from app.case_fields import FILTERABLE, TABLED, CaseField, CaseFilter
 from app.core.db import session_scope
 from app.core.errors import NotFound
-from app.dashboard import (
-    case_table,
-    case_view,
-    charts,
-    filters,
-    history_view,
-    links,
-    moved_cases,
-    report_view,
-)
+from app.dashboard import filters, history_view, links, moved_cases
 from app.dashboard.components import (
     GRAPH_CONFIG,
     caveat_badges,
@@ -32,6 +23,7 @@ from app.dashboard.components import (
     style_legend,
     table,
 )
+from app.services import case_table, case_text, chart_panels, report_view
 from ingest.derived import report_notes
 
 dash.register_page(__name__, path_template="/reports/<report_id>",
@@ -66,7 +58,7 @@ def filter_controls(options: dict[str, list[Any]], chosen: CaseFilter) -> html.D
             html.Span(name),
             dcc.Dropdown(
                 id=f"report-filter-{name}",
-                options=[{"label": case_view.display_value(v), "value": str(v)}
+                options=[{"label": case_text.display_value(v), "value": str(v)}
                          for v in options.get(name, [])],
                 value=[str(v) for v in getattr(chosen, name)], multi=True,
                 placeholder="all",
@@ -75,7 +67,7 @@ def filter_controls(options: dict[str, list[Any]], chosen: CaseFilter) -> html.D
     return html.Div(controls, className="filters", id="report-filters")
 
 
-def chart_aside(panel: charts.ChartPanel) -> list[Any]:
+def chart_aside(panel: chart_panels.ChartPanel) -> list[Any]:
     drawn = (f"{panel.case_count} case(s) in view" if panel.charted == panel.case_count
              else f"{panel.charted} of {panel.case_count} cases in view charted")
     return [
@@ -88,7 +80,7 @@ def chart_aside(panel: charts.ChartPanel) -> list[Any]:
     ]
 
 
-def chart_rows(panels: list[charts.ChartPanel]) -> list[html.Section]:
+def chart_rows(panels: list[chart_panels.ChartPanel]) -> list[html.Section]:
     return [html.Section([
         html.Div(dcc.Graph(id=f"report-graph-{p.key}", figure=p.figure, config=GRAPH_CONFIG),
                  className="chart"),

@@ -8,9 +8,10 @@ import dash
 from dash import Input, Output, callback, dcc, html
 
 from app.core.db import session_scope
-from app.dashboard import links, report_list
+from app.dashboard import links
 from app.dashboard.components import percent, table
 from app.repository.reports import count_reports
+from app.services import report_list
 
 dash.register_page(__name__, path="/", title="moescope: reports", name="Reports", order=0)  # type: ignore[no-untyped-call]
 

@@ -17,13 +17,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.case_fields import CaseFilter
-from app.dashboard.case_table import table_row, table_rows
-from app.dashboard.charts import ChartPanel, cap_banner, chart_cases, chart_panels
 from app.dashboard.filters import search_from_filters
 from app.figures import Case
 from app.repository import cases as cases_repo
 from app.repository import reports as reports_repo
 from app.services import cases as case_service
+from app.services.case_table import table_row, table_rows
+from app.services.chart_panels import ChartPanel, cap_banner, chart_cases, chart_panels
 
 
 @dataclass
