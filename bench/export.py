@@ -66,7 +66,7 @@ def cli_s(url: str, report_id: int, runs: int, out: Path) -> float:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "app.cli", "export", str(report_id),
+        subprocess.run([sys.executable, "-m", "cli", "export", str(report_id),
                         "--database-url", url, "-o", str(out)],
                        check=True, cwd=REPO, capture_output=True)
         times.append(time.perf_counter() - start)

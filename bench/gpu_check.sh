@@ -141,10 +141,10 @@ F=${decode[4]}
 # tests/site/sitecustomize.py arms it (tests/injection.py) when on PYTHONPATH.
 PYTHONPATH="$PWD/tests/site:$PWD/tests:$PYTHONPATH" \
 MOESCOPE_INJECT_OOM="rank=0,case=oom_check,phase=numerics" \
-"$PYTHON" -m app.cli run --matrix "$OUT/matrix.toml" --nproc 1 --out "$OUT/report.json" \
+"$PYTHON" -m cli run --matrix "$OUT/matrix.toml" --nproc 1 --out "$OUT/report.json" \
   --spool "$OUT/spool"
 echo "== decode matrix (t=${SECONDS}s)"
-"$PYTHON" -m app.cli run --matrix "$OUT/decode.toml" --nproc 1 --out "$OUT/decode.json" \
+"$PYTHON" -m cli run --matrix "$OUT/decode.toml" --nproc 1 --out "$OUT/decode.json" \
   --spool "$OUT/spool"
 
 echo "== summary (t=${SECONDS}s)"

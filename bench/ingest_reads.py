@@ -44,10 +44,10 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]  # tests/live.py: the server pro
 
 from live import scratch_postgres_database, serve_process  # noqa: E402
 
-from app.cli import reference_report_text  # noqa: E402
 from app.models import Base, utcnow  # noqa: E402
 from app.repository import tokens  # noqa: E402
 from app.services import reports as report_service  # noqa: E402
+from cli.main import reference_report_text  # noqa: E402
 from db.migrate import upgrade  # noqa: E402
 from ingest.validate import validate_report  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Bodies of the runner's ``moescope`` subcommands, called lazily from app/cli.py.
+"""Bodies of the runner's ``moescope`` subcommands, called lazily from cli/main.py.
 
 Torch-free: ``model`` and ``runner flush`` work where torch is not installed; ``run``
 imports the execution modules only when called.

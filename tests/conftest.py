@@ -28,12 +28,12 @@ from live import (
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
-from app.cli import reference_report_text
 from app.core.config import get_settings
 from app.core.db import engine_for
 from app.main import create_app
 from app.models import Base
 from app.repository import tokens
+from cli.main import reference_report_text
 from db.migrate import upgrade
 
 POSTGRES_URL = os.environ.get(

@@ -56,7 +56,7 @@ class ServerProcess:
     def token(self, scope: str) -> str:
         """A new token of ``scope`` in the server's database (through the CLI)."""
         out = subprocess.run(
-            [sys.executable, "-m", "app.cli", "token", "create", f"live-{scope}",
+            [sys.executable, "-m", "cli", "token", "create", f"live-{scope}",
              "--scope", scope, "--database-url", self.database_url],
             check=True, capture_output=True, text=True, cwd=REPO,
         )
@@ -90,7 +90,7 @@ def serve_process(
     full_env = {**os.environ, "MOESCOPE_DATABASE_URL": database_url, **(env or {})}
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(port),
+            [sys.executable, "-m", "cli", "serve", "--port", str(port),
              "--log-level", "warning", *extra_args],
             stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=REPO,
         )

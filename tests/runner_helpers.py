@@ -31,7 +31,7 @@ def run_posted(tmp_path: Path, matrix_text: str, env: dict[str, str] | None = No
     out = tmp_path / "report.json"
     with live_server(f"sqlite:///{tmp_path / 'moescope.db'}", tmp_path) as live:
         result = subprocess.run(
-            [sys.executable, "-m", "app.cli", "run", "--matrix", str(matrix), "--nproc", "2",
+            [sys.executable, "-m", "cli", "run", "--matrix", str(matrix), "--nproc", "2",
              "--url", live.url, "--token", live.token("ingest"), "--out", str(out),
              "--spool", str(tmp_path / "spool")],
             capture_output=True, text=True, cwd=REPO, env={**os.environ, **(env or {})},

@@ -1,5 +1,5 @@
 """``moescope ingest``, ``token`` and ``db`` straight against the database, in-process
-(``app.cli.main``), on both databases."""
+(``cli.main.main``), on both databases."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from api_helpers import row_counts, small_report
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app.cli import main
 from app.repository import tokens
+from cli.main import main
 from db.migrate import head_revision
 
 Body = dict[str, Any]

@@ -27,14 +27,14 @@ from sqlalchemy.orm import Session
 
 from app import figures
 from app.case_fields import FILTERABLE, CaseFilter
-from app.cli import main
 from app.dashboard import links
-from app.export import command
 from app.export.document import csp_hash, export_spec
 from app.export.service import export_report
 from app.services import report_view
 from app.services import reports as report_service
 from app.services.case_table import TABLE_COLUMNS
+from cli import export as command
+from cli.main import main
 from ingest.validate import validate_report
 
 SCRIPT_NOTE = "<script>alert(1)</script><img src=x onerror=\"alert(2)\"> & done"
@@ -263,7 +263,7 @@ def test_cli_url_needs_none_of_the_servers_packages() -> None:
     blocked = ("sqlalchemy", "dash", "plotly", "fastapi", "jinja2", "psycopg")
     code = ("import sys\n"
             f"for name in {blocked!r}: sys.modules[name] = None\n"
-            "from app.cli import main\n"
+            "from cli.main import main\n"
             "sys.exit(main(['export', 'latest', '--url', 'http://127.0.0.1:9']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=REPO)
@@ -280,7 +280,7 @@ def test_two_processes_write_the_same_file(
     outputs = []
     for seed in ("1", "2"):
         out = tmp_path / f"{seed}.html"
-        subprocess.run([sys.executable, "-m", "app.cli", "export", str(report_id),
+        subprocess.run([sys.executable, "-m", "cli", "export", str(report_id),
                         "--database-url", database_url, "-o", str(out)],
                        check=True, capture_output=True, cwd=REPO,
                        env={**os.environ, "PYTHONHASHSEED": seed})

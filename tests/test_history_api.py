@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 from history_helpers import ingest, synthetic_series
 from sqlalchemy.orm import Session
 
-from app.cli import main
 from app.main import create_app
+from cli.main import main
 
 Body = dict[str, Any]
 

@@ -151,7 +151,7 @@ def test_ingest_cli_against_live_server(
     token = ingest_headers["Authorization"].removeprefix("Bearer ")
 
     done = subprocess.run(
-        [sys.executable, "-m", "app.cli", "ingest", *files, "--url", pg_server.url,
+        [sys.executable, "-m", "cli", "ingest", *files, "--url", pg_server.url,
          "--token", token],
         capture_output=True, text=True, cwd=REPO, timeout=120,
     )
@@ -172,7 +172,7 @@ def test_ingest_cli_against_live_server(
                  bad["meta"]["runId"]) == [(0,)]
 
     again = subprocess.run(
-        [sys.executable, "-m", "app.cli", "ingest", files[0], "--url", pg_server.url,
+        [sys.executable, "-m", "cli", "ingest", files[0], "--url", pg_server.url,
          "--token", token],
         capture_output=True, text=True, cwd=REPO, timeout=120,
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from cli.main import main
 from runner.matrix import MatrixError, load_matrix
 
 SHAPE = "[shape]\nT = 8\nD = 16\nE = 4\nK = 2\n"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from app.cli import main
+from cli.main import main
 from runner.model import (
     active_experts_mean,
     capacity_rows,
@@ -170,10 +170,10 @@ def test_model_command_needs_no_torch(tmp_path: Path) -> None:
     reference = Path(__file__).resolve().parent.parent / "ingest/data/gb300-nvl72-isolated-v6.json"
     code = (
         "import sys, contextlib, io\n"
-        "import app.cli\n"
-        "assert 'runner' not in sys.modules, 'app.cli imports the runner eagerly'\n"
+        "import cli.main\n"
+        "assert 'runner' not in sys.modules, 'the cli imports the runner eagerly'\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    assert app.cli.main(['model', '--report', {str(reference)!r}, '--check']) == 0\n"
+        f"    assert cli.main.main(['model', '--report', {str(reference)!r}, '--check']) == 0\n"
         "heavy = {'torch', 'fastapi', 'dash', 'sqlalchemy'} & set(sys.modules)\n"
         "assert not heavy, heavy\n"
     )
@@ -212,6 +212,6 @@ def test_a_reader_that_leaves_early_is_no_error() -> None:
     """`moescope model --json | head -1`: the pipe closes under us; no 'Broken pipe'."""
     reference = Path(__file__).resolve().parent.parent / "ingest/data/gb300-nvl72-isolated-v6.json"
     out = subprocess.run(
-        f"{sys.executable} -m app.cli model --report {reference} --json | head -c 10",
+        f"{sys.executable} -m cli model --report {reference} --json | head -c 10",
         shell=True, capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
     assert len(out.stdout) == 10 and out.stderr == ""

@@ -111,7 +111,7 @@ def test_flush_command_resends_the_spool(server: tuple[LiveServer, str], tmp_pat
     spool = Spool(tmp_path / "spool")
     for case in cases:  # as a runner that could not reach the service leaves them
         spool.put_case("run-flush", None, meta, case)
-    command = [sys.executable, "-m", "app.cli", "runner", "flush", "--spool", str(spool.root),
+    command = [sys.executable, "-m", "cli", "runner", "flush", "--spool", str(spool.root),
                "--token", token]
     out = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 1 and "no server URL" in out.stderr
@@ -252,7 +252,7 @@ def test_a_run_with_the_service_down_keeps_every_case_for_flush(
     spool, out = tmp_path / "spool", tmp_path / "r.json"
     dead = f"http://127.0.0.1:{free_port()}"
     ran = subprocess.run(
-        [sys.executable, "-m", "app.cli", "run", "--matrix", str(matrix), "--nproc", "1",
+        [sys.executable, "-m", "cli", "run", "--matrix", str(matrix), "--nproc", "1",
          "--url", dead, "--token", token, "--deadline", "0.5", "--spool", str(spool),
          "--out", str(out)], capture_output=True, text=True, cwd=REPO, timeout=240)
     assert ran.returncode == 1, ran.stderr  # not delivered: the exit status says so
@@ -262,7 +262,7 @@ def test_a_run_with_the_service_down_keeps_every_case_for_flush(
     assert held.meta == written["meta"] and held.url == dead
     assert held.cases() == written["cases"] and len(written["cases"]) == 4
     flushed = subprocess.run(
-        [sys.executable, "-m", "app.cli", "runner", "flush", "--spool", str(spool),
+        [sys.executable, "-m", "cli", "runner", "flush", "--spool", str(spool),
          "--url", live.url, "--token", token], capture_output=True, text=True, cwd=REPO)
     assert flushed.returncode == 0, flushed.stderr
     report_id = report_id_of(live.url, written["meta"]["runId"])

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from scripted_http import Answer, scripted_server
 
-from app.cli import main
+from cli.main import main
 from runner.http import Poster, equal_jitter, retry_after
 
 CREATED = Answer(201, {"id": 7, "caseCount": 3, "created": True})

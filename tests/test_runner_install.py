@@ -38,7 +38,7 @@ BLOCKED = server_packages()
 
 def moescope(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = env_with_site({**os.environ, BLOCK_ENV: ",".join(sorted(BLOCKED))})
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True,
                           text=True, cwd=REPO, env=env, timeout=timeout)
 
 

@@ -244,7 +244,7 @@ def test_nproc_below_one_is_an_error(tmp_path: Path,
 def test_a_run_where_every_case_is_skipped_fails(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     ran = subprocess.run(
-        [sys.executable, "-m", "app.cli", "run", "--matrix", str(one_case_matrix(tmp_path, 2)),
+        [sys.executable, "-m", "cli", "run", "--matrix", str(one_case_matrix(tmp_path, 2)),
          "--nproc", "1", "--out", str(out)], capture_output=True, text=True, cwd=REPO,
         timeout=120)
     assert ran.returncode == 1, ran.stderr
@@ -282,7 +282,7 @@ def test_no_room_for_the_report_stops_every_rank_with_the_reason(tmp_path: Path)
     (spool / "rejected").mkdir(parents=True)
     (spool / "rejected" / "old.json").write_bytes(b"x" * 200_000)
     ran = subprocess.run(
-        [sys.executable, "-m", "app.cli", "run", "--matrix", str(one_case_matrix(tmp_path, 1)),
+        [sys.executable, "-m", "cli", "run", "--matrix", str(one_case_matrix(tmp_path, 1)),
          "--nproc", "2", "--url", f"http://127.0.0.1:{free_port()}", "--deadline", "0",
          "--spool", str(spool), "--out", str(tmp_path / "r.json")],
         capture_output=True, text=True, cwd=REPO, timeout=120,

@@ -15,9 +15,9 @@ from sqlalchemy import Engine
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
-from app.cli import main
 from app.main import create_app
 from app.repository import reports as reports_repo
+from cli.main import main
 
 Body = dict[str, Any]
 

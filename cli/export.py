@@ -64,11 +64,11 @@ def _filter_params(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def _build(args: argparse.Namespace, report_id: int | None) -> tuple[str, bytes]:
-    from app.cli import _database_url, _unmigrated
     from app.core.db import session_scope
     from app.core.errors import NotFound
     from app.export import service
     from app.repository import reports as reports_repo
+    from cli.main import _database_url, _unmigrated
 
     url = _database_url(args)
     problem = _unmigrated(url)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from app.core.db import session_scope, transaction
 from app.core.errors import MoescopeError
-from app.report_files import load_files, print_problems, print_result
 from app.services import reports as report_service
+from cli.ingest import load_files, print_problems, print_result
 from ingest.validate import InvalidPayload, parse_json
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 
-from app.export.command import add_arguments as add_export_arguments
+from cli.export import add_arguments as add_export_arguments
 
 # Standard library only, like this module: the defaults the help text shows.
 from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_POINTS
@@ -149,10 +149,10 @@ def cmd_token(args: argparse.Namespace) -> int:
 def cmd_ingest(args: argparse.Namespace) -> int:
     files = [Path(f) for f in args.files]
     if args.url:
-        from app.report_files import post_files
+        from cli.ingest import post_files
 
         return post_files(files, args.url, args.token, args.deadline)
-    from app.ingest_files import store_files
+    from cli.ingest_database import store_files
 
     url = _database_url(args)
     problem = _unmigrated(url)
@@ -163,13 +163,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from app.export.command import run
+    from cli.export import run
 
     return run(args)
 
 
 def cmd_regressions(args: argparse.Namespace) -> int:
-    from app.regressions_command import regressions_command
+    from cli.regressions import regressions_command
     from ingest.regressions import Settings
 
     settings = Settings(threshold_percent=args.threshold, window=args.window)
