@@ -167,3 +167,14 @@ def test_revoked_token_is_refused_at_once(
     assert tokens.find_active(session, token) is None
     assert tokens.scope_allows("admin", "ingest") and tokens.scope_allows("ingest", "read")
     assert not tokens.scope_allows("ingest", "admin") and not tokens.scope_allows("read", "ingest")
+
+
+def test_the_bearer_header_wins_over_the_cookie() -> None:
+    from app.services.auth import presented_token
+
+    assert presented_token("Bearer msc_a", "msc_b") == "msc_a"
+    assert presented_token("bearer  msc_a ", None) == "msc_a"
+    # Not a bearer header (or an empty one): the sign-in cookie, if any, is the token.
+    assert presented_token("Basic dXNlcg==", "msc_b") == "msc_b"
+    assert presented_token("Bearer ", "msc_b") == "msc_b"
+    assert presented_token(None, "") is None

@@ -9,8 +9,9 @@ from typing import Any
 from api_helpers import small_report
 from fastapi.testclient import TestClient
 
-from app.core.read_gate import COOKIE, login_page
+from app.core.read_gate import login_page
 from app.main import create_app
+from app.services.auth import COOKIE
 
 Auth = Callable[[str], dict[str, str]]
 CALLBACK = {"output": "x.children", "outputs": {"id": "x", "property": "children"},

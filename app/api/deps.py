@@ -10,45 +10,33 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.core.config import get_settings
 from app.core.db import SessionDep
-from app.core.errors import Forbidden, Unauthorized
-from app.core.read_gate import COOKIE
 from app.models import TokenRow
-from app.repository import tokens
+from app.services.auth import COOKIE, authorise, presented_token
 from ingest.validate import parse_json
 
 _bearer = HTTPBearer(auto_error=False, description="moescope API token (`moescope token create`)")
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
-def _authorise(session: SessionDep, credentials: Credentials, scope: str) -> TokenRow:
-    if credentials is None:
-        raise Unauthorized()
-    row = tokens.find_active(session, credentials.credentials)
-    if row is None:
-        raise Unauthorized()
-    if not tokens.scope_allows(row.scope, scope):
-        raise Forbidden(f"this token has scope {row.scope!r}; {scope!r} is required")
-    return row
-
-
 def require(scope: str) -> Callable[..., TokenRow]:
-    def dependency(session: SessionDep, credentials: Credentials) -> TokenRow:
-        return _authorise(session, credentials, scope)
+    # ``_credentials`` declares the bearer scheme in the OpenAPI document; the header itself
+    # is read by presented_token, as the read gate reads it.
+    def dependency(request: Request, session: SessionDep, _credentials: Credentials) -> TokenRow:
+        return authorise(session, presented_token(request.headers.get("authorization"), None),
+                         scope)
 
     return dependency
 
 
 def read_access(request: Request, session: SessionDep,
-                credentials: Credentials) -> TokenRow | None:
+                _credentials: Credentials) -> TokenRow | None:
     """Reads are open unless MOESCOPE_REQUIRE_READ_TOKEN is set. A browser signed in to the
     dashboard has its cookie instead of a bearer header: the pages' links to report.json
     and to the HTML export are reads too."""
     if not get_settings().require_read_token:
         return None
-    cookie = request.cookies.get(COOKIE)
-    if credentials is None and cookie:
-        credentials = HTTPAuthorizationCredentials(scheme="Bearer", credentials=cookie)
-    return _authorise(session, credentials, "read")
+    token = presented_token(request.headers.get("authorization"), request.cookies.get(COOKIE))
+    return authorise(session, token, "read")
 
 
 async def json_body(request: Request) -> Any:

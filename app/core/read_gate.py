@@ -1,8 +1,9 @@
 """With MOESCOPE_REQUIRE_READ_TOKEN=1 the dashboard is closed like the API's reads.
 
-The API checks its own bearer tokens; this gate covers the dashboard, which reads the
-database directly. A browser cannot send a bearer header, so ``/login`` takes a read
-token once and keeps it in an HttpOnly cookie; a bearer header works as well (scripts).
+The API's routes check their tokens in their dependencies; this gate covers the dashboard
+with the same check (services/auth). A browser cannot send a bearer header, so ``/login``
+takes a read token once and keeps it in an HttpOnly cookie; a bearer header works as well
+(scripts).
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ from urllib.parse import parse_qs, quote
 
 from anyio import to_thread
 from sqlalchemy.exc import InterfaceError, OperationalError
+from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.core.config import get_settings
 from app.core.db import session_scope
-from app.core.errors import error_body
-from app.repository import tokens
+from app.core.errors import Forbidden, Unauthorized, error_body
+from app.services.auth import COOKIE, authorise, presented_token
 
-COOKIE = "moescope_token"
 # Paths that carry no report data, or guard themselves.
 _OPEN_PREFIXES = (
     "/api/", "/docs", "/redoc", "/openapi.json", "/healthz", "/readyz", "/login", "/logout",
@@ -29,10 +30,13 @@ _OPEN_PREFIXES = (
 _MAX_FORM_BYTES = 4096
 
 
-def token_may_read(token: str) -> bool:
+def token_may_read(token: str | None) -> bool:
     with session_scope() as session:
-        row = tokens.find_active(session, token)
-        return row is not None and tokens.scope_allows(row.scope, "read")
+        try:
+            authorise(session, token, "read")
+        except (Unauthorized, Forbidden):
+            return False
+    return True
 
 
 async def _may_read(token: str | None) -> bool:
@@ -42,15 +46,8 @@ async def _may_read(token: str | None) -> bool:
 
 
 def _token_from(scope: Scope) -> str | None:
-    headers = dict(scope["headers"])
-    auth = headers.get(b"authorization", b"").decode("latin-1")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip() or None
-    for part in headers.get(b"cookie", b"").decode("latin-1").split(";"):
-        name, _, value = part.strip().partition("=")
-        if name == COOKIE and value:
-            return str(value)
-    return None
+    request = HTTPConnection(scope)
+    return presented_token(request.headers.get("authorization"), request.cookies.get(COOKIE))
 
 
 def _safe_next(target: str) -> str:
