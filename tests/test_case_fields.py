@@ -120,7 +120,7 @@ def test_every_filterable_field_filters_the_api_the_page_and_the_facets(
 
     picked = CaseFilter(**{field.wire: chosen})
     assert filters.filters_from_search(filters.search_from_filters(picked)) == picked
-    view = report_view.report_view(session, report_id, picked)
+    view = report_view.report_view(report_view.ReportCache(), session, report_id, picked)
     assert [c["id"] for c in view.cases] == expected
     assert [r["id"] for r in view.rows] == expected
 

@@ -206,7 +206,7 @@ def test_change_verdicts() -> None:
 def test_report_view_filters_and_qualifies_every_chart(
     session: Session, reference_id: int, settings_env: Callable[..., None]
 ) -> None:
-    view = report_view.report_view(session, reference_id, CaseFilter())
+    view = report_view.report_view(report_view.ReportCache(), session, reference_id, CaseFilter())
     assert len(view.cases) == 63 and view.count_text == "63 of 63 cases in view"
     assert [p.key for p in view.panels] == [c.key for c in figures.CHARTS]
     notes = {p.key: [n.key for n in p.notes] for p in view.panels}
@@ -215,11 +215,11 @@ def test_report_view_filters_and_qualifies_every_chart(
     assert notes["memory"] == ["memoryNote", "placementNote"]
     assert view.panels[0].caveats == cases_repo.caveat_counts(session, reference_id)
 
-    bf16_ep8 = report_view.report_view(session, reference_id,
+    bf16_ep8 = report_view.report_view(report_view.ReportCache(), session, reference_id,
                                        CaseFilter(precision=["bf16"], ep=[8]))
     assert {(c["precision"], c["ep"]) for c in bf16_ep8.cases} == {("bf16", 8)}
     assert all("placementNote" not in [n.key for n in p.notes] for p in bf16_ep8.panels)
-    assert bf16_ep8.search == "?ep=8&precision=bf16"
+    assert filters.search_from_filters(bf16_ep8.filters) == "?ep=8&precision=bf16"
     assert [r["id"] for r in bf16_ep8.rows] == [c["id"] for c in bf16_ep8.cases]
     first = bf16_ep8.cases[0]
     row = bf16_ep8.rows[0]
@@ -236,21 +236,43 @@ def test_cached_report_follows_appends_and_filters_as_sql_does(
     first = copy.deepcopy(reference)
     first["cases"] = reference["cases"][:40]
     rid = ingest(session, first)
-    view = report_view.report_view(session, rid, CaseFilter())
+    reports = report_view.ReportCache()
+    view = report_view.report_view(reports, session, rid, CaseFilter())
     assert len(view.cases) == len(view.rows) == 40 and view.header.case_count == 40
 
     rest = reference["cases"][40:]
     report = validate_report({**reference, "cases": rest})
     report_service.append_cases(session, rid, rest, report.cases)
     session.commit()
-    after = report_view.report_view(session, rid, CaseFilter())
+    after = report_view.report_view(reports, session, rid, CaseFilter())
     assert after.header.case_count == 63 and after.count_text == "63 of 63 cases in view"
-    assert after.cases == case_service.view_cases(session, rid, CaseFilter())
+    assert after.cases == [report_view.frozen(c)
+                           for c in case_service.view_cases(session, rid, CaseFilter())]
     assert [r["id"] for r in after.rows] == [c["id"] for c in reference["cases"]]
     for chosen in (CaseFilter(precision=["bf16"]), CaseFilter(mode=["training"], ep=[8, 64]),
                    CaseFilter(imbalance=[4.0], F=[3072, 6144]), CaseFilter(pipeline=["x"])):
-        assert report_view.report_view(session, rid, chosen).cases == \
-            case_service.view_cases(session, rid, chosen), chosen
+        assert report_view.report_view(reports, session, rid, chosen).cases == \
+            [report_view.frozen(c) for c in case_service.view_cases(session, rid, chosen)], chosen
+
+
+def test_the_cache_hands_out_read_only_reports(session: Session, reference_id: int) -> None:
+    reports = report_view.ReportCache()
+    view = report_view.report_view(reports, session, reference_id, CaseFilter())
+    case = view.cases[0]
+    with pytest.raises(TypeError):
+        case["layerMS"] = 0.0  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        case["caveats"].append({"code": "x"})  # a tuple: nested values are read-only too
+    with pytest.raises(TypeError):
+        view.meta["gpu"] = "other"  # type: ignore[index]
+    with pytest.raises(TypeError):
+        view.header.shape["T"] = 1  # type: ignore[index]
+    # The rows a view hands on (to the browser) are its own: changing one changes no other
+    # view's, nor the cached report.
+    view.rows[0]["layerMS"] = -1.0
+    again = report_view.report_view(reports, session, reference_id, CaseFilter())
+    assert again.rows[0]["layerMS"] == pytest.approx(case["layerMS"], rel=1e-5)
+    assert reports.report(session, reference_id) is reports.report(session, reference_id)
 
 
 def test_view_cases_are_what_the_api_serves(session: Session, reference_id: int) -> None:

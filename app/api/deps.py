@@ -12,6 +12,7 @@ from app.core.config import get_settings
 from app.core.db import SessionDep
 from app.models import TokenRow
 from app.services.auth import COOKIE, authorise, presented_token
+from app.services.report_view import ReportCache
 from ingest.validate import parse_json
 
 _bearer = HTTPBearer(auto_error=False, description="moescope API token (`moescope token create`)")
@@ -39,6 +40,12 @@ def read_access(request: Request, session: SessionDep,
     return authorise(session, token, "read")
 
 
+def report_cache(request: Request) -> ReportCache:
+    """The app's cache of recently read reports (create_app makes it)."""
+    cache: ReportCache = request.app.state.report_cache
+    return cache
+
+
 async def json_body(request: Request) -> Any:
     """The body parsed strictly (NaN, Infinity and runaway nesting are rejected): FastAPI's
     own parsing accepts NaN and then cannot serialise its own error about it."""
@@ -49,3 +56,4 @@ IngestToken = Annotated[TokenRow, Depends(require("ingest"))]
 AdminToken = Annotated[TokenRow, Depends(require("admin"))]
 ReadAccess = Annotated[TokenRow | None, Depends(read_access)]
 JsonBody = Annotated[Any, Depends(json_body)]
+Reports = Annotated[ReportCache, Depends(report_cache)]

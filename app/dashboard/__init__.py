@@ -13,8 +13,16 @@ import plotly.io.json
 from dash import Dash, dcc, html
 from fastapi import FastAPI
 
+from app.services.report_view import ReportCache
+
 # CSS, the grid's cell renderers and the favicon; at the repository root, beside app/.
 STATIC = Path(__file__).resolve().parents[2] / "static"
+
+
+def report_cache() -> ReportCache:
+    """The serving app's report cache (create_app made it), for the pages' reads."""
+    cache: ReportCache = dash.get_app().server.state.report_cache  # type: ignore[no-untyped-call]
+    return cache
 
 
 def mount_dashboard(server: FastAPI) -> Dash:

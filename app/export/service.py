@@ -13,7 +13,7 @@ from app.export.footer import make_footer
 from app.export.report import report_html
 from app.services.history import report_regressions
 from app.services.report_json import report_json_bytes
-from app.services.report_view import report_data, report_view
+from app.services.report_view import ReportCache, report_view
 
 
 @dataclass(frozen=True)
@@ -22,17 +22,19 @@ class Export:
     html: str
 
 
-def export_report(session: Session, report_id: int, filters: CaseFilter,
-                  now: datetime | None = None) -> Export:
-    view = report_view(session, report_id, filters)
+def export_report(session: Session, report_id: int, filters: CaseFilter, *,
+                  reports: ReportCache | None = None, now: datetime | None = None) -> Export:
+    """``reports``: the app's cache; a one-off export (the CLI's) reads without one."""
+    view = report_view(reports or ReportCache(), session, report_id, filters)
     footer = make_footer([(report_id, report_json_bytes(session, report_id))], now)
     history = report_regressions(session, report_id)
     return Export(f"moescope-report-{report_id}.html", report_html(view, footer, history))
 
 
-def export_compare(session: Session, base_id: int, head_id: int,
-                   now: datetime | None = None) -> Export:
-    base, head = report_data(session, base_id), report_data(session, head_id)
+def export_compare(session: Session, base_id: int, head_id: int, *,
+                   reports: ReportCache | None = None, now: datetime | None = None) -> Export:
+    reports = reports or ReportCache()
+    base, head = reports.report(session, base_id), reports.report(session, head_id)
     footer = make_footer([(base_id, report_json_bytes(session, base_id)),
                           (head_id, report_json_bytes(session, head_id))], now)
     return Export(f"moescope-compare-{base_id}-{head_id}.html",

@@ -10,11 +10,11 @@ from __future__ import annotations
 import html
 import zlib
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
-Case = dict[str, Any]
+Case = Mapping[str, Any]
 Meta = dict[str, Any]
 Trace = dict[str, Any]
 Spec = dict[str, Any]  # a plotly figure as plain data: {"data": [...], "layout": {...}}

@@ -1,5 +1,5 @@
-"""One report as its page reads it: the header, every case (cached per report version) and
-the view for one set of filters.
+"""One report as its page and its export read it: the header, every case (held by a
+ReportCache per report version) and the view for one set of filters.
 
 Queries go through the repositories and derived metrics come from the stored columns
 (computed by ``ingest.derived`` at ingestion), exactly as the API serves them.
@@ -7,17 +7,16 @@ Queries go through the repositories and derived metrics come from the stored col
 
 from __future__ import annotations
 
-import gc
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app.case_fields import CaseFilter
-from app.dashboard.filters import search_from_filters
 from app.figures import Case
 from app.repository import cases as cases_repo
 from app.repository import reports as reports_repo
@@ -26,15 +25,15 @@ from app.services.case_table import table_row, table_rows
 from app.services.chart_panels import ChartPanel, cap_banner, chart_cases, chart_panels
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReportHeader:
     id: int
     date: str
     gpu: str
     source: str
     run_id: str
-    shape: dict[str, Any]
-    peaks: list[tuple[str, str]]
+    shape: Mapping[str, Any]
+    peaks: tuple[tuple[str, str], ...]
     case_count: int
 
 
@@ -48,75 +47,96 @@ def _header(row: Any) -> ReportHeader:
         if meta.get(key) is not None:
             peaks.append((label, f"{meta[key]:g} GB/s"))
     return ReportHeader(id=row.id, date=row.date, gpu=row.gpu, source=row.source or "",
-                        run_id=row.run_id or "",
-                        shape=dict(meta.get("shape") or {}), peaks=peaks,
-                        case_count=row.case_count)
+                        run_id=row.run_id or "", shape=frozen(meta.get("shape") or {}),
+                        peaks=tuple(peaks), case_count=row.case_count)
+
+
+def frozen(value: Any) -> Any:
+    """``value`` with every dict a read-only view and every list a tuple, all the way down:
+    what the cache hands out is shared by every request, so no caller may change it."""
+    if isinstance(value, dict):
+        return MappingProxyType({k: frozen(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(frozen(v) for v in value)
+    return value
 
 
 @dataclass(frozen=True)
 class ReportData:
     """One report as the report page reads it: every case (as the API's case_out gives
-    it, in report order), its table row, the filter options. Shared by every view of the
-    report in this process: read-only."""
+    it, in report order), its table row, the filter options. Read-only throughout (see
+    ``frozen``): one ReportData serves every view of the report in the process."""
 
     header: ReportHeader
-    meta: dict[str, Any]
-    cases: list[Case]
-    rows: list[dict[str, Any]]  # the table row of each case, aligned with ``cases``
-    facets: dict[str, list[Any]]
-    index: dict[str, int]  # case id -> its position in ``cases``
+    meta: Mapping[str, Any]
+    cases: tuple[Case, ...]
+    rows: tuple[Mapping[str, Any], ...]  # the table row of each case, aligned with ``cases``
+    facets: Mapping[str, tuple[Any, ...]]
+    index: Mapping[str, int]  # case id -> its position in ``cases``
 
 
 # A filter change must not re-read and re-decode every case of a large report: the last
-# few reports viewed stay in memory, each under its version (see report_version), so an
-# append (or a report deleted and another stored) is never served stale.
+# few reports viewed stay in memory.
 REPORT_CACHE_SIZE = 4
-_report_cache: OrderedDict[tuple[Any, ...], ReportData] = OrderedDict()
-_report_cache_lock = threading.Lock()
 
 
-def report_data(session: Session, report_id: int) -> ReportData:
-    key = (str(session.get_bind().engine.url), report_id,
-           *reports_repo.report_version(session, report_id))
-    with _report_cache_lock:
-        hit = _report_cache.get(key)
-        if hit is not None:
-            _report_cache.move_to_end(key)
-            return hit
-    # Read outside the lock: another report's views need not wait for this one.
+class ReportCache:
+    """The last ``size`` reports read, each under its version (see
+    repository.reports.report_version), so an append, or a report deleted and another
+    stored under its id, is never served stale. The app creates one (create_app); a
+    one-off reader (the CLI's export) makes its own."""
+
+    def __init__(self, size: int = REPORT_CACHE_SIZE) -> None:
+        self.size = size
+        self._reports: OrderedDict[tuple[Any, ...], ReportData] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def report(self, session: Session, report_id: int) -> ReportData:
+        key = (str(session.get_bind().engine.url), report_id,
+               *reports_repo.report_version(session, report_id))
+        with self._lock:
+            hit = self._reports.get(key)
+            if hit is not None:
+                self._reports.move_to_end(key)
+                return hit
+        # Read outside the lock: another report's views need not wait for this one.
+        loaded = _read(session, report_id)
+        if not key[-1] == loaded.header.case_count == len(loaded.cases):
+            return loaded  # an append landed between our reads: serve it, cache nothing
+        with self._lock:
+            self._reports[key] = loaded
+            while len(self._reports) > self.size:
+                self._reports.popitem(last=False)
+        return loaded
+
+    def clear(self) -> None:
+        with self._lock:
+            self._reports.clear()
+
+
+def _read(session: Session, report_id: int) -> ReportData:
     row = reports_repo.get_report(session, report_id)
     cases = case_service.view_cases(session, report_id)
-    loaded = ReportData(header=_header(row), meta=dict(row.meta), cases=cases,
-                        rows=table_rows(cases), facets=cases_repo.facets(session, report_id),
-                        index={c["id"]: i for i, c in enumerate(cases)})
-    if not key[-1] == loaded.header.case_count == len(cases):
-        return loaded  # an append landed between our reads: serve it, cache nothing
-    with _report_cache_lock:
-        _report_cache[key] = loaded
-        while len(_report_cache) > REPORT_CACHE_SIZE:
-            _report_cache.popitem(last=False)
-    # A large report is millions of long-lived objects, which every full garbage collection
-    # would walk again (300 ms pauses in filter callbacks): move what lives now out of the
-    # collector's sight. Frozen objects are still freed by reference counting on eviction;
-    # collecting first leaves no cyclic garbage frozen.
-    gc.collect()
-    gc.freeze()
-    return loaded
+    return ReportData(
+        header=_header(row), meta=frozen(row.meta), cases=frozen(cases),
+        rows=frozen(table_rows(cases)), facets=frozen(cases_repo.facets(session, report_id)),
+        index=MappingProxyType({c["id"]: i for i, c in enumerate(cases)}))
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReportView:
-    """Everything the report page draws for one set of filters."""
+    """Everything the report page draws for one set of filters. Its cases are the cache's
+    read-only ones; its lists and rows are the caller's own."""
 
     header: ReportHeader
-    meta: dict[str, Any]
+    meta: Mapping[str, Any]
     filters: CaseFilter
     cases: list[Case]  # every case in view
     charted: list[Case]  # the ones the charts draw
     caveats: dict[str, int]  # caveat code -> cases in view that carry it
     panels: list[ChartPanel]
-    rows: list[dict[str, Any]]
-    facets: dict[str, list[Any]]
+    rows: list[dict[str, Any]]  # plain dicts: the page sends them to the browser as JSON
+    facets: Mapping[str, tuple[Any, ...]]
 
     @property
     def count_text(self) -> str:
@@ -126,16 +146,12 @@ class ReportView:
     def banner(self) -> str:
         return cap_banner(len(self.charted), len(self.cases))
 
-    @property
-    def search(self) -> str:
-        return search_from_filters(self.filters)
 
-
-def report_view(session: Session, report_id: int, filters: CaseFilter,
+def report_view(reports: ReportCache, session: Session, report_id: int, filters: CaseFilter,
                 hover_marks: Mapping[str, str] | None = None) -> ReportView:
     """``hover_marks``: case id -> a note the charts' hover adds to that case's id (the
     cases that moved against their history)."""
-    report = report_data(session, report_id)
+    report = reports.report(session, report_id)
     picked = _picked(session, report, filters)
     cases = [report.cases[i] for i in picked]
     # Copies of the few marked cases only: the cached ones are shared by every view.
@@ -145,7 +161,7 @@ def report_view(session: Session, report_id: int, filters: CaseFilter,
     return ReportView(header=report.header, meta=report.meta, filters=filters, cases=cases,
                       charted=charted, caveats=caveats,
                       panels=chart_panels(report.meta, cases, caveats, charted),
-                      rows=[report.rows[i] for i in picked], facets=report.facets)
+                      rows=[dict(report.rows[i]) for i in picked], facets=report.facets)
 
 
 def _picked(session: Session, report: ReportData, filters: CaseFilter) -> list[int]:
@@ -158,9 +174,9 @@ def _picked(session: Session, report: ReportData, filters: CaseFilter) -> list[i
             if case_id in report.index]  # a case appended since the report was cached
 
 
-def csv_rows(session: Session, report_id: int,
+def csv_rows(reports: ReportCache, session: Session, report_id: int,
              shown: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The exact rows of the cases the grid shows, in its order (its numbers are rounded)."""
-    report = report_data(session, report_id)
+    report = reports.report(session, report_id)
     return [table_row(report.cases[report.index[row["id"]]])
             for row in shown if row.get("id") in report.index]

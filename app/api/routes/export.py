@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from app.api.deps import ReadAccess
+from app.api.deps import ReadAccess, Reports
 from app.api.params import CaseFilterDep, ReportId, ReportIdQuery
 from app.core.db import SessionDep
 from app.export.service import Export, export_compare, export_report
@@ -28,13 +28,13 @@ def _download(export: Export) -> Response:
 
 @router.get("/reports/{report_id}/export.html", response_class=Response, responses=_HTML)
 def report_export(report_id: ReportId, _read: ReadAccess, session: SessionDep,
-                  filters: CaseFilterDep) -> Response:
+                  filters: CaseFilterDep, reports: Reports) -> Response:
     """The report page's view as one offline HTML file (the case filters of /cases)."""
-    return _download(export_report(session, report_id, filters))
+    return _download(export_report(session, report_id, filters, reports=reports))
 
 
 @router.get("/compare/export.html", response_class=Response, responses=_HTML)
 def compare_export(base: ReportIdQuery, head: ReportIdQuery, _read: ReadAccess,
-                   session: SessionDep) -> Response:
+                   session: SessionDep, reports: Reports) -> Response:
     """The compare page (``base`` against ``head``) as one offline HTML file."""
-    return _download(export_compare(session, base, head))
+    return _download(export_compare(session, base, head, reports=reports))

@@ -3,6 +3,7 @@ the notes and caveats that qualify it, the notes panel, the case table, CSV."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dash
@@ -13,7 +14,7 @@ from app import figures
 from app.case_fields import FILTERABLE, TABLED, CaseField, CaseFilter
 from app.core.db import session_scope
 from app.core.errors import NotFound
-from app.dashboard import filters, history_view, links, moved_cases
+from app.dashboard import filters, history_view, links, moved_cases, report_cache
 from app.dashboard.components import (
     GRAPH_CONFIG,
     caveat_badges,
@@ -51,7 +52,7 @@ def header(h: report_view.ReportHeader, export_href: str) -> html.Div:
     ], className="report-header")
 
 
-def filter_controls(options: dict[str, list[Any]], chosen: CaseFilter) -> html.Div:
+def filter_controls(options: Mapping[str, Sequence[Any]], chosen: CaseFilter) -> html.Div:
     controls = []
     for name in (f.wire for f in FILTERABLE):
         controls.append(html.Label([
@@ -123,14 +124,15 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
             if rid is None:
                 raise NotFound(f"report {report_id} does not exist")
             marks = history_view.report_marks(session, rid)
-            view = report_view.report_view(session, rid, filters.filters_from_query(query),
+            view = report_view.report_view(report_cache(), session, rid,
+                                           filters.filters_from_query(query),
                                            history_view.hover_marks(marks.marks))
         except NotFound as exc:
             return not_found(exc.detail)
     return html.Div([
         dcc.Store(id="report-id", data=rid),
         dcc.Store(id="report-history-marks", data=marks.marks),
-        dcc.Store(id="report-search", data=view.search),
+        dcc.Store(id="report-search", data=filters.search_from_filters(view.filters)),
         dcc.Store(id="report-search-applied"),
         header(view.header, links.report_export_href(rid, view.filters)),
         filter_controls(view.facets, view.filters),
@@ -169,10 +171,12 @@ def refilter(*args: Any) -> list[Any]:
     """Redraw every chart and the table for the chosen filters."""
     *values, report_id, marks = args
     with session_scope() as session:
-        view = report_view.report_view(session, report_id, filters.filters_from_controls(values),
+        view = report_view.report_view(report_cache(), session, report_id,
+                                       filters.filters_from_controls(values),
                                        history_view.hover_marks(marks or {}))
     return [*[p.figure for p in view.panels], *[chart_aside(p) for p in view.panels],
-            view.rows, view.count_text, view.banner, not view.banner, view.search,
+            view.rows, view.count_text, view.banner, not view.banner,
+            filters.search_from_filters(view.filters),
             style_legend(view.charted), links.report_export_href(report_id, view.filters)]
 
 
@@ -217,7 +221,7 @@ def download_csv(_clicks: int, in_view: list[dict[str, Any]] | None,
     values exact, not as the grid rounds them."""
     shown = in_view if in_view is not None else rows or []
     with session_scope() as session:
-        chosen = report_view.csv_rows(session, int(report_id), shown)
+        chosen = report_view.csv_rows(report_cache(), session, int(report_id), shown)
     return {"content": case_table.csv_text(chosen),
             "filename": f"moescope-report-{int(report_id)}.csv", "type": "text/csv",
             "base64": False}
