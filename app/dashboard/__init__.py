@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
 
 import dash
-import plotly.io.json
+import httpx
 from dash import Dash, dcc, html
 from fastapi import FastAPI
 
@@ -27,9 +23,6 @@ def report_cache() -> ReportCache:
 
 def mount_dashboard(server: FastAPI) -> Dash:
     """Attach the dashboard to ``server``: pages at /, callbacks under /_dash-*."""
-    # Dash encodes callback answers with plotly's JSON; its orjson path (picked when orjson
-    # happens to be installed) first walks every value in Python and is ~3x slower here.
-    plotly.io.json.config.default_engine = "json"
     dash_app = Dash(
         __name__,
         server=server,  # type: ignore[arg-type]  # dash types only Flask-style servers
@@ -51,21 +44,15 @@ def mount_dashboard(server: FastAPI) -> Dash:
         ], className="topbar"),
         html.Main(dash.page_container, className="content"),
     ])
-    _set_up_now(dash_app)
     return dash_app
 
 
-def _set_up_now(dash_app: Dash) -> None:
-    """Run Dash's first-request set-up at start-up. Its FastAPI backend reads static/ and
-    registers the pages router's callbacks on the first /_dash-* request, after the first
-    page's HTML has gone out without them: the case table had no links and the browser
-    logged an error on the first load after every start."""
-    hooks = dash_app.backend._before_request_funcs  # type: ignore[attr-defined]  # no public way
-    for hook in list(hooks):
-        result = hook()
-        if inspect.isawaitable(result):
-            asyncio.run(_wait(result))
-
-
-async def _wait(awaitable: Awaitable[Any]) -> None:
-    await awaitable
+async def set_up_dashboard(server: FastAPI) -> None:
+    """Have Dash set itself up before the first visitor: it reads static/ and registers the
+    pages router's callbacks when it answers its first /_dash-* request, and a page served
+    before that went out without them (the case table had no links, the browser logged an
+    error on the first load after every start). One request of our own at start-up, through
+    the app's public HTTP interface, is that first request."""
+    transport = httpx.ASGITransport(app=server)
+    async with httpx.AsyncClient(transport=transport, base_url="http://moescope") as client:
+        await client.get("/_dash-layout")
