@@ -31,6 +31,19 @@ def case_dict(
             "caveats": [{"code": code, "message": message} for code, message in caveats]}
 
 
+# The fields /cases sorts by: every scalar wire and derived field, and the report's order.
+SORT_FIELDS: tuple[str, ...] = tuple(cases_repo.SORTABLE)
+
+
+def case_page(session: Session, report_id: int, *, filters: CaseFilter, sort: str,
+              descending: bool, limit: int, offset: int) -> tuple[list[Case], int]:
+    """The cases that pass ``filters``, sorted, ``limit`` from ``offset``; and how many
+    pass in all."""
+    rows, total = cases_repo.list_cases(session, report_id, filters=filters, sort=sort,
+                                        descending=descending, limit=limit, offset=offset)
+    return [case_out(r) for r in rows], total
+
+
 def get_case(session: Session, report_id: int, case_id: str) -> Case:
     return case_out(cases_repo.get_case(session, report_id, case_id))
 

@@ -1,4 +1,5 @@
-"""The reports page: every report, newest first, and how to load one when there is none."""
+"""The stored reports, newest first: a page of them for the API, the list for the reports
+page and the compare page's pickers, and how to load one when there is none."""
 
 from __future__ import annotations
 
@@ -6,14 +7,30 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.models import ReportRow
 from app.repository import reports as reports_repo
 
 REPORT_LIST_LIMIT = 500
 
 
+def report_page(session: Session, *, limit: int, offset: int, q: str | None = None,
+                gpu: str | None = None) -> tuple[list[ReportRow], int]:
+    """``limit`` reports from ``offset``, newest first, matching the search ``q`` (GPU,
+    source, date, run id) and ``gpu``; and how many match in all."""
+    return reports_repo.list_reports(session, limit=limit, offset=offset, q=q, gpu=gpu)
+
+
+def report_count(session: Session) -> int:
+    return reports_repo.count_reports(session)
+
+
+def latest_report_id(session: Session) -> int:
+    """The newest report's id; NotFound when there is none."""
+    return reports_repo.latest_report_id(session)
+
+
 def report_list(session: Session, q: str | None = None) -> list[dict[str, Any]]:
-    rows, _ = reports_repo.list_reports(session, limit=REPORT_LIST_LIMIT, offset=0,
-                                        q=q or None)
+    rows, _ = report_page(session, limit=REPORT_LIST_LIMIT, offset=0, q=q or None)
     return [{
         "id": row.id, "date": row.date, "gpu": row.gpu, "runId": row.run_id or "",
         "source": row.source or "",

@@ -142,3 +142,8 @@ def _column_value(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", exclude_unset=True)
     return value
+
+
+def delete(session: Session, report_id: int) -> None:
+    """The report and its cases; NotFound when there is no such report."""
+    reports_repo.delete_report(session, report_id)

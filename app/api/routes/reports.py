@@ -21,11 +21,11 @@ from app.api.schemas import (
 )
 from app.core.config import get_settings
 from app.core.db import SessionDep, TransactionDep
-from app.repository import cases as cases_repo
-from app.repository import reports as reports_repo
 from app.services import cases as case_service
 from app.services import reports as report_service
+from app.services.report_detail import report_detail
 from app.services.report_json import report_json_bytes
+from app.services.report_list import report_page
 from ingest.schema import INT64_MAX, CaseList, Report
 
 router = APIRouter(prefix="/reports", tags=["reports"])
@@ -90,7 +90,7 @@ def list_reports(
 ) -> ReportPage:
     """Reports, newest first. ``limit`` is capped at MOESCOPE_PAGE_SIZE_MAX."""
     limit = min(limit, get_settings().page_size_max)
-    rows, total = reports_repo.list_reports(session, limit=limit, offset=offset, q=q, gpu=gpu)
+    rows, total = report_page(session, limit=limit, offset=offset, q=q, gpu=gpu)
     return ReportPage(
         items=[report_summary(r) for r in rows], total=total, limit=limit, offset=offset
     )
@@ -98,21 +98,17 @@ def list_reports(
 
 @router.get("/{report_id}", responses={404: {"description": "No such report"}})
 def get_report(report_id: ReportId, _read: ReadAccess, session: SessionDep) -> ReportDetail:
-    row = reports_repo.get_report(session, report_id)
-    summary = {
-        **cases_repo.facets(session, report_id),
-        "caveatCounts": cases_repo.caveat_counts(session, report_id),
-    }
+    detail = report_detail(session, report_id)
     return ReportDetail(
-        **report_summary(row).model_dump(),
-        meta=row.meta,
-        summary=summary,
-        caveats=report_notes(row.meta),
+        **report_summary(detail.row).model_dump(),
+        meta=detail.row.meta,
+        summary=detail.summary,
+        caveats=report_notes(detail.row.meta),
     )
 
 
 # The sortable names as an enum-like Literal, so OpenAPI lists them.
-SortField = Literal[tuple(cases_repo.SORTABLE)]  # type: ignore[valid-type]
+SortField = Literal[case_service.SORT_FIELDS]  # type: ignore[valid-type]
 
 
 @router.get("/{report_id}/cases", responses={404: {"description": "No such report"}})
@@ -122,7 +118,7 @@ def list_cases(
     session: SessionDep,
     filters: CaseFilterDep,
     sort: Annotated[
-        SortField,  # type: ignore[valid-type]
+        SortField,
         Query(description="Any wire or derived scalar field"),
     ] = "position",
     order: Literal["asc", "desc"] = "asc",
@@ -130,12 +126,11 @@ def list_cases(
     offset: Offset = 0,
 ) -> CasePage:
     """Cases with their derived fields and caveats. Repeat a filter to match any value."""
-    rows, total = cases_repo.list_cases(
+    items, total = case_service.case_page(
         session, report_id, filters=filters, sort=sort, descending=order == "desc",
         limit=limit, offset=offset,
     )
-    return CasePage(items=[case_service.case_out(r) for r in rows], total=total, limit=limit,
-                    offset=offset)
+    return CasePage(items=items, total=total, limit=limit, offset=offset)
 
 
 # ``:path``: a case id may hold a '/' (sent as %2F, which the router sees decoded).
@@ -159,6 +154,6 @@ def report_json(report_id: ReportId, _read: ReadAccess, session: SessionDep) -> 
 
 @router.delete("/{report_id}", status_code=204, responses={404: {"description": "No such report"}})
 def delete_report(report_id: ReportId, _token: AdminToken, session: TransactionDep) -> Response:
-    reports_repo.delete_report(session, report_id)
+    report_service.delete(session, report_id)
     return Response(status_code=204)
 

@@ -10,7 +10,6 @@ from dash import Input, Output, callback, dcc, html
 from app.core.db import session_scope
 from app.dashboard import links
 from app.dashboard.components import percent, table
-from app.repository.reports import count_reports
 from app.services import report_list
 
 dash.register_page(__name__, path="/", title="moescope: reports", name="Reports", order=0)  # type: ignore[no-untyped-call]
@@ -44,7 +43,7 @@ def reports_table(rows: list[dict[str, Any]]) -> html.Div | html.Table:
 
 def layout(q: str | None = None, **_: Any) -> html.Div:
     with session_scope() as session:
-        if count_reports(session) == 0:
+        if report_list.report_count(session) == 0:
             return html.Div([html.H1("Reports"), empty_state()])
         rows = report_list.report_list(session, q)
     return html.Div([
