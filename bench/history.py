@@ -34,8 +34,8 @@ from sqlalchemy import create_engine  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
 from app.services.history import report_regressions  # noqa: E402
-from cli.main import reference_report_text  # noqa: E402
 from db.migrate import upgrade  # noqa: E402
+from ingest.reference import reference_report_text  # noqa: E402
 from ingest.validate import parse_json  # noqa: E402
 
 TARGET_P95_MS = 300.0

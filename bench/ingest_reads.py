@@ -47,8 +47,8 @@ from live import scratch_postgres_database, serve_process  # noqa: E402
 from app.models import Base, utcnow  # noqa: E402
 from app.repository import tokens  # noqa: E402
 from app.services import reports as report_service  # noqa: E402
-from cli.main import reference_report_text  # noqa: E402
 from db.migrate import upgrade  # noqa: E402
+from ingest.reference import reference_report_text  # noqa: E402
 from ingest.validate import validate_report  # noqa: E402
 
 API_TARGET = 0.40

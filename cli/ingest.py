@@ -1,10 +1,11 @@
-"""``moescope ingest FILE...`` without the server: the loop over the files, what it
-prints, and ``--url``'s post through runner/http.py. It imports neither SQLAlchemy nor
-FastAPI, so ``ingest --url`` works where only the runner is installed; loading straight
-into a database (app/ingest_files.py) hands its store function to the same loop."""
+"""``moescope ingest FILE... --url``: the loop over the files, what it prints, and the post
+through runner/http.py. It imports neither SQLAlchemy nor FastAPI, so it works where only
+the runner is installed; loading straight into a database (cli/ingest_database.py) hands
+its store function to the same loop."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,10 @@ from runner.http import Poster, Unreachable, resolve_token
 
 # Loads one file's bytes; False when the file was refused (and the reason printed).
 Load = Callable[[Path, bytes], bool]
+
+
+def run(args: argparse.Namespace) -> int:
+    return post_files(args.files, args.url, args.token, args.deadline)
 
 
 def load_files(files: list[Path], load: Load) -> int:

@@ -1,9 +1,10 @@
 """``moescope ingest FILE...`` into a database: each file lands whole or not at all; a bad
 file is reported with the same per-field problems as the API gives, and the rest still
-load. The loop and ``--url`` live in app/report_files.py, which needs no server."""
+load. The loop and ``--url`` live in cli/ingest.py, which needs no server."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from functools import partial
 from pathlib import Path
@@ -11,8 +12,13 @@ from pathlib import Path
 from app.core.db import session_scope, transaction
 from app.core.errors import MoescopeError
 from app.services import reports as report_service
+from cli.database import migrated_database_url
 from cli.ingest import load_files, print_problems, print_result
 from ingest.validate import InvalidPayload, parse_json
+
+
+def run(args: argparse.Namespace) -> int:
+    return store_files(args.files, migrated_database_url(args))
 
 
 def store_files(files: list[Path], database_url: str) -> int:

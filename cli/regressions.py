@@ -1,34 +1,37 @@
 """``moescope regressions REPORT``: the report's flagged cases, for people and for CI
-(exit 1 when any case regressed), from the database or, with ``--url``, from a server.
-
-Both read the regressions endpoint's document (``ReportRegressions``), so they print the
-same; the ``--url`` path needs only httpx (it runs where the server's packages are not
-installed, as on a GPU node)."""
+(exit 1 when any case regressed, 2 when no verdict could be read). With ``--url`` from a
+server, needing httpx only; from the database: cli/regressions_database.py. Both print
+the regressions endpoint's document (``ReportRegressions``), so they print the same."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import Any
 
+from cli.service_client import ServiceClient
 from ingest.regressions import Settings
 
 Document = dict[str, Any]
 
 
-class RegressionsFailed(Exception):
-    """Why no verdict could be read (exit 2)."""
+def settings(args: argparse.Namespace) -> Settings:
+    return Settings(threshold_percent=args.threshold, window=args.window)
 
 
-def regressions_command(report_id: int, settings: Settings, as_json: bool, *,
-                        database_url: str | None = None, url: str | None = None,
-                        token: str | None = None) -> int:
-    try:
-        document = (_fetch(url, token, report_id, settings) if url
-                    else _read(database_url or "", report_id, settings))
-    except RegressionsFailed as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+def run(args: argparse.Namespace) -> int:
+    chosen = settings(args)
+    with ServiceClient(args.url, args.token, failure_status=2, timeout_s=60) as server:
+        document: Document = server.get(
+            f"/api/v1/reports/{args.report_id}/regressions",
+            [("threshold", str(chosen.threshold_percent)),
+             ("window", str(chosen.window))]).json()
+    return report(document, chosen, args.json)
+
+
+def report(document: Document, chosen: Settings, as_json: bool) -> int:
+    """Print the document; the exit status: 1 when any case regressed, else 0."""
     items: list[Document] = document["items"]
     if as_json:
         for item in items:
@@ -38,42 +41,8 @@ def regressions_command(report_id: int, settings: Settings, as_json: bool, *,
     counts = document["counts"]
     print(f"{counts['regression']} regression(s), {counts['improvement']} improvement(s), "
           f"{counts['unchanged']} unchanged, {counts['insufficient_history']} with fewer "
-          f"than {settings.min_points} earlier points", file=sys.stderr)
+          f"than {chosen.min_points} earlier points", file=sys.stderr)
     return 1 if counts["regression"] else 0
-
-
-def _read(database_url: str, report_id: int, settings: Settings) -> Document:
-    from app.api.history_schemas import report_regressions_out
-    from app.core.db import session_scope
-    from app.core.errors import NotFound
-    from app.services.history import report_regressions
-
-    with session_scope(database_url) as session:
-        try:
-            result = report_regressions(session, report_id, settings)
-        except NotFound as exc:
-            raise RegressionsFailed(exc.detail) from exc
-    return report_regressions_out(result).model_dump(mode="json")
-
-
-def _fetch(url: str, token: str | None, report_id: int, settings: Settings) -> Document:
-    import httpx
-
-    from runner.http import answer_detail, resolve_token
-
-    token = resolve_token(token)
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    path = f"{url.rstrip('/')}/api/v1/reports/{report_id}/regressions"
-    params = {"threshold": settings.threshold_percent, "window": settings.window}
-    try:
-        response = httpx.get(path, params=params, headers=headers, timeout=60)
-    except httpx.HTTPError as exc:
-        raise RegressionsFailed(f"cannot reach {url}: {exc}") from exc
-    if response.status_code != 200:
-        raise RegressionsFailed(
-            f"{path}: HTTP {response.status_code}: {answer_detail(response)}")
-    document: Document = response.json()
-    return document
 
 
 def _print_table(document: Document) -> None:

@@ -38,3 +38,14 @@ def head_revision() -> str | None:
 def current_revision(engine: Engine) -> str | None:
     with engine.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
+
+
+def unmigrated(engine: Engine) -> str | None:
+    """Why the database cannot be used as it is (None when it is at the head revision): the
+    one check behind /readyz and the commands that use a database. Raises SQLAlchemy's
+    error when the database cannot be reached."""
+    current, head = current_revision(engine), head_revision()
+    if current == head:
+        return None
+    return (f"the database is at revision {current or 'none (empty)'}, not the head {head}: "
+            "run `moescope db upgrade` first")

@@ -1,5 +1,6 @@
 """The one HTTP poster for everything that sends to the service: the runner's sender,
-``moescope runner flush`` and ``moescope ingest --url``.
+``moescope runner flush`` and ``moescope ingest --url`` (the commands' reads go through
+cli/service_client.py, with the same header and the same reading of a refusal).
 
 A post is retried while the answer says the service is down or busy (408, 425, 429, any
 5xx) or no answer came (connection refused, timeout), with exponential backoff and
@@ -40,6 +41,11 @@ def resolve_url(url: str | None) -> str | None:
 
 def resolve_token(token: str | None) -> str | None:
     return token or os.environ.get("MOESCOPE_TOKEN") or None
+
+
+def bearer_headers(token: str | None) -> dict[str, str]:
+    """The service's authentication, as every request to it sends it."""
+    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 def answer_detail(response: httpx.Response) -> Any:
@@ -84,9 +90,7 @@ class Poster:
         """POST ``body`` (JSON) to the service's ``path`` until an answer retrying cannot
         change or ``deadline_s`` has passed (0: a single attempt). Returns the last
         answer; raises Unreachable when the last attempt got none."""
-        headers = {"Content-Type": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
+        headers = {"Content-Type": "application/json", **bearer_headers(self.token)}
         end = self.clock() + deadline_s
         delay = self.base_delay_s
         attempt = 0

@@ -33,8 +33,8 @@ from app.core.db import engine_for
 from app.main import create_app
 from app.models import Base
 from app.repository import tokens
-from cli.main import reference_report_text
 from db.migrate import upgrade
+from ingest.reference import reference_report_text
 
 POSTGRES_URL = os.environ.get(
     "MOESCOPE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -3,7 +3,6 @@ download routes, the CLI (database and --url), and determinism."""
 
 from __future__ import annotations
 
-import argparse
 import base64
 import copy
 import hashlib
@@ -35,6 +34,7 @@ from app.services import reports as report_service
 from app.services.case_table import TABLE_COLUMNS
 from cli import export as command
 from cli.main import main
+from cli.parser import build_parser
 from ingest.validate import validate_report
 
 SCRIPT_NOTE = "<script>alert(1)</script><img src=x onerror=\"alert(2)\"> & done"
@@ -244,17 +244,16 @@ def test_cli_writes_the_export_from_the_database(
 
 
 def test_cli_filters_are_the_filterable_fields() -> None:
-    parser = argparse.ArgumentParser()
-    command.add_arguments(parser)
     given = {"mode": "training", "ep": "8", "precision": "bf16", "pipeline": "mega",
              "category": "single_layer", "F": "3072", "imbalance": "4"}
     assert set(given) == {f.wire for f in FILTERABLE}
-    args = parser.parse_args(["1", *(f"--{name}={value}" for name, value in given.items())])
-    assert CaseFilter(**{f.wire: getattr(args, f.wire) for f in FILTERABLE}) == CaseFilter(
+    args = build_parser().parse_args(
+        ["export", "1", *(f"--{name}={value}" for name, value in given.items())])
+    assert command.target(args).filters == CaseFilter(
         mode=["training"], ep=[8], precision=["bf16"], pipeline=["mega"],
         category=["single_layer"], F=[3072], imbalance=[4.0])
     with pytest.raises(SystemExit):
-        parser.parse_args(["1", "--mode", "serving"])
+        build_parser().parse_args(["export", "1", "--mode", "serving"])
 
 
 def test_cli_url_needs_none_of_the_servers_packages() -> None:

@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse
 from app.core.config import get_settings
 from app.core.db import get_engine
 from app.core.errors import error_body
-from db.migrate import current_revision, head_revision
+from db.migrate import head_revision, unmigrated
 
 router = APIRouter(tags=["health"])
 
@@ -22,18 +22,13 @@ def healthz() -> dict[str, str]:
 @router.get("/readyz", responses={503: {"description": "Database unreachable or not at head"}})
 def readyz() -> JSONResponse:
     """The database is reachable and migrated to the head revision."""
-    head = head_revision()
     try:
-        current = current_revision(get_engine())
+        problem = unmigrated(get_engine())
     except Exception as exc:  # any failure to reach the database means not ready
         return JSONResponse(
             error_body("database_unavailable", f"database unreachable: {type(exc).__name__}"),
             503, headers={"Retry-After": str(get_settings().retry_after_s)},
         )
-    if current != head:
-        return JSONResponse(
-            error_body("database_not_migrated",
-                       f"database at revision {current}, head is {head}: run moescope db upgrade"),
-            503,
-        )
-    return JSONResponse({"status": "ready", "revision": current})
+    if problem:
+        return JSONResponse(error_body("database_not_migrated", problem), 503)
+    return JSONResponse({"status": "ready", "revision": head_revision()})
