@@ -1,6 +1,7 @@
 """The command line's grammar: every command, its options and its help, and which module
-runs it. It imports the standard library and the stdlib-only ``app.case_fields`` and
-``ingest.regressions`` only, so parsing works where only the runner is installed.
+runs it. It imports the standard library and the stdlib-only ``app.case_fields``,
+``app.core.scopes`` and ``ingest.regressions`` only, so parsing works where only the
+runner is installed.
 
 Each command names the modules that run it: ``handler`` needs no server extra,
 ``server_handler`` does (the one that reads a database, where a command can do both);
@@ -12,10 +13,8 @@ import argparse
 from pathlib import Path
 
 from app.case_fields import FILTERABLE
+from app.core.scopes import SCOPES
 from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_POINTS
-
-# As app/repository/tokens.py holds them; tests/test_cli.py checks that they agree.
-SCOPES = ("read", "ingest", "admin")
 
 
 def build_parser() -> argparse.ArgumentParser:

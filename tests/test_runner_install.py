@@ -52,6 +52,30 @@ def test_the_blocker_blocks_every_server_package() -> None:
         assert found.returncode == 1 and "ModuleNotFoundError" in found.stderr, name
 
 
+# The command line's modules that a runner-only install loads (cli/parser.py names, for each
+# command, the module that runs it with and without the server extra).
+CLIENT_MODULES = ("cli.main", "cli.parser", "cli.errors", "cli.service_client", "cli.ingest",
+                  "cli.export", "cli.regressions", "cli.runner")
+SERVER_COMMAND_MODULES = ("cli.serve", "cli.migrations", "cli.tokens", "cli.database",
+                          "cli.ingest_database", "cli.export_database",
+                          "cli.regressions_database")
+
+
+def test_the_clients_modules_import_without_the_server_and_the_others_need_it() -> None:
+    env = env_with_site({**os.environ, BLOCK_ENV: ",".join(sorted(BLOCKED))})
+    every = sorted(p.stem for p in (REPO / "cli").glob("*.py") if not p.stem.startswith("_"))
+    assert sorted(m.removeprefix("cli.") for m in CLIENT_MODULES + SERVER_COMMAND_MODULES) \
+        == every
+    for name in CLIENT_MODULES:
+        found = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True,
+                               text=True, cwd=REPO, env=env, timeout=60)
+        assert found.returncode == 0, (name, found.stderr)
+    for name in SERVER_COMMAND_MODULES:
+        found = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True,
+                               text=True, cwd=REPO, env=env, timeout=60)
+        assert "ModuleNotFoundError" in found.stderr, name
+
+
 def test_model_needs_no_server(tmp_path: Path) -> None:
     matrix = tmp_path / "m.toml"
     matrix.write_text("[shape]\nT = 4\nD = 8\nE = 4\nK = 2\n[[case]]\nmode = 'inference'\n"

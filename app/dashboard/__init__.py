@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import dash
 import httpx
 from dash import Dash, dcc, html
 from fastapi import FastAPI
 
+from app.assets import STATIC
 from app.services.report_view import ReportCache
-
-# CSS, the grid's cell renderers and the favicon; at the repository root, beside app/.
-STATIC = Path(__file__).resolve().parents[2] / "static"
 
 
 def report_cache() -> ReportCache:

@@ -13,7 +13,7 @@ from typing import Any
 import jinja2
 from plotly.offline import get_plotlyjs
 
-from app.dashboard import STATIC
+from app.assets import STATIC
 from app.figures import Spec
 
 # The bundle the dashboard draws with (make plotly-bundle). An install without the

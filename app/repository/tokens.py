@@ -10,9 +10,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.errors import NotFound
+from app.core.scopes import SCOPES
 from app.models import TokenRow, utcnow
 
-SCOPES = ("read", "ingest", "admin")
 TOKEN_PREFIX = "msc_"
 
 

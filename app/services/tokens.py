@@ -7,8 +7,6 @@ from sqlalchemy.orm import Session
 from app.models import TokenRow
 from app.repository import tokens as tokens_repo
 
-SCOPES = tokens_repo.SCOPES
-
 
 def create_token(session: Session, name: str, scope: str) -> tuple[TokenRow, str]:
     """The new row and the token itself, which is stored only as its hash."""
