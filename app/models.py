@@ -137,7 +137,7 @@ class CaseRow(Base):
     forward_flops_per_logical_payload_byte_rank0: Mapped[float | None] = mapped_column(Float)
     capacity_rows: Mapped[int | None] = mapped_column(BigInteger)
 
-    # Derived (DESIGN.md), stored so they can be filtered and sorted on.
+    # Derived (docs/metrics.md), stored so they can be filtered and sorted on.
     percent_of_peak: Mapped[float | None] = mapped_column(Float)
     hbm_percent_of_peak: Mapped[float | None] = mapped_column(Float)
     nvlink_tx_percent_of_peak: Mapped[float | None] = mapped_column(Float)

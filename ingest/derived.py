@@ -1,4 +1,4 @@
-"""Derived metrics and caveat codes of DESIGN.md, pure functions over one report's data.
+"""Derived metrics and caveat codes of docs/metrics.md, pure functions over one report's data.
 
 Every figure is computed from the report's own meta (its peaks), never from constants.
 """

@@ -1,4 +1,4 @@
-"""Pydantic v2 models of the wire format (DESIGN.md, "The wire format").
+"""Pydantic v2 models of the wire format (docs/wire-format.md).
 
 The same models validate a report in the service and build one in the runner, so the
 runner cannot post what the service rejects. Every model keeps unknown fields

@@ -1,9 +1,9 @@
-"""The analytical model of DESIGN.md ("The analytical model"), pure Python, no torch.
+"""The analytical model of docs/metrics.md ("The analytical model"), pure Python, no torch.
 
 Every figure here is exact arithmetic on integers and fractions until the last step, so
 ``moescope model --check`` can hold the reference report to a relative error of 1e-9.
 
-Resolutions of what DESIGN.md leaves open, each worked out from the reference report
+Resolutions of what docs/metrics.md leaves open, each worked out from the reference report
 (ingest/data/gb300-nvl72-isolated-v6.json, 63 cases):
 
 - *Quantized* means the precision is not bf16 (mxfp8, nvfp4): block-scaled GEMMs take
@@ -11,14 +11,14 @@ Resolutions of what DESIGN.md leaves open, each worked out from the reference re
 - *active_ranks*: the routed-weight term averages, over ranks, the experts that received
   at least one row. Rows are split evenly across a rank's El experts, so a rank with
   ``rows`` rows touches ``min(El, rows)`` experts; with rows >= El everywhere (all the
-  reference cases) this is exactly ``El * active_ranks / EP`` of DESIGN.md, where a rank
+  reference cases) this is exactly ``El * active_ranks / EP`` of docs/metrics.md, where a rank
   is active when it receives any row (at i = EP only rank 0 is: El / EP experts).
 - *training savedBytes* of a quantized precision: the reference's mxfp8 training cases fit
   ``TK*2D + padded_r*(D*b + 4F + F*b)`` (b = 33/32) exactly, at three widths and under
   imbalance, where padded_r is rank r's rows split evenly over its El experts (spares to
   the first) and each expert's group rounded up to 128 rows: the dispatched rows and the
   SwiGLU output are kept quantized, the gate and up outputs in bf16, all in the padded
-  groups. bf16 keeps ``TK*2D + rows_r*(2D + 4F)`` (no padding) as DESIGN.md says. nvfp4
+  groups. bf16 keeps ``TK*2D + rows_r*(2D + 4F)`` (no padding) as docs/metrics.md says. nvfp4
   training is not in the reference; the same form with b = 9/16 is an extrapolation.
 - *rows rank 0 sends to other ranks*: the reference's payloads come from its sampled
   routing (e.g. 10757 rows at EP8, i = 1, where the plan expects 10752), so no closed form
@@ -37,7 +37,7 @@ from typing import Any
 
 from runner.spec import PRECISIONS, CaseSpec, Shape, check_spec
 
-# Bytes per element, data plus its share of the block scale (DESIGN.md).
+# Bytes per element, data plus its share of the block scale (docs/metrics.md).
 ELEMENT_BYTES: dict[str, Fraction] = {
     "bf16": Fraction(2),
     "mxfp8": Fraction(33, 32),  # e4m3 byte + one e8m0 scale byte per 32 elements
@@ -218,14 +218,14 @@ def logical_payload_rank0(rows_sent: int | Fraction, shape: Shape) -> Fraction:
 
 
 def bf16_scratch_row_bytes(shape: Shape, case: CaseSpec) -> int:
-    """DESIGN.md's bf16 scratch per capacity row."""
+    """docs/metrics.md's bf16 scratch per capacity row."""
     d, f = shape.D, case.F
     return 4 * d + 10 * f if case.training else 2 * d + 6 * f
 
 
 def scratch_bytes_bf16(shape: Shape, case: CaseSpec, factor: int = CAPACITY_FACTOR
                        ) -> int | None:
-    """DESIGN.md's bf16 scratch; the quantized pipelines' scratch is not modelled."""
+    """docs/metrics.md's bf16 scratch; the quantized pipelines' scratch is not modelled."""
     if case.quantized:
         return None
     return capacity_rows(shape, case, factor) * bf16_scratch_row_bytes(shape, case)

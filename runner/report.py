@@ -243,7 +243,7 @@ def _notes(facts: PlatformFacts, matrix_timing: Timing, pipeline_notes: list[str
         "placementNote": "All ranks of a case run on the ranks 0..EP-1 of this launch.",
         "memoryNote": (
             "slot/scratch/arena/saved bytes are the runner's accounting (slot: the largest "
-            "per-rank saved bytes of training; scratch: DESIGN.md's bf16 per-row widths over "
+            "per-rank saved bytes of training; scratch: docs/metrics.md's bf16 per-row widths over "
             "capacityRows, plus uint8 wire rows for quantized dispatch), not allocator "
             "measurements. " + ("allocated/reserved peaks are torch.cuda maxima over ranks, "
                                 "reset after the earlier case's cached blocks were freed "

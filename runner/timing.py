@@ -1,4 +1,4 @@
-"""Timing windows per DESIGN.md: warm-up by time, then W windows of I iterations; per
+"""Timing windows per docs/metrics.md: warm-up by time, then W windows of I iterations; per
 window the time per iteration, the maximum over ranks (all-reduce MAX), then the median of
 windows.
 

@@ -461,7 +461,7 @@ def test_the_case_tables_numbers_use_the_digit_keeping_formatter(
                for c in numeric)
 
 
-# moescope's runner's additions to a case (DESIGN.md): dyadic values, exact in JSON.
+# moescope's runner's additions to a case (docs/wire-format.md): dyadic values, exact in JSON.
 RUNNER_FIELDS: dict[str, Any] = {
     "phaseMS": {"dispatch": 0.21875, "experts": 1.3125, "combine": 0.40625},
     "dispatchGBps": 612.5, "combineGBps": 587.25,

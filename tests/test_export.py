@@ -56,7 +56,7 @@ def _spread(case: dict[str, Any]) -> float:
 
 
 def expected_caveats(cases: list[dict[str, Any]]) -> dict[str, int]:
-    """The two caveats the reference carries, from DESIGN.md's definitions. The other codes
+    """The two caveats the reference carries, from docs/metrics.md's definitions. The other codes
     cannot apply: every case is accepted, measured, not emulated and under its peak."""
     counts: Counter[str] = Counter()
     for case in cases:

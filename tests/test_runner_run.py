@@ -96,7 +96,7 @@ def test_numerics_within_bounds(run: Run) -> None:
             assert case["emulated"] is True
 
 
-# Bytes per weight element (DESIGN.md): bf16 2, mxfp8 1 + an e8m0 scale per 32, nvfp4 half
+# Bytes per weight element (docs/metrics.md): bf16 2, mxfp8 1 + an e8m0 scale per 32, nvfp4 half
 # + an e4m3 scale per 16.
 WEIGHT_BYTES = {"bf16": Fraction(2), "mxfp8": Fraction(33, 32), "nvfp4": Fraction(9, 16)}
 
@@ -113,7 +113,7 @@ def test_routing_follows_the_imbalance(run: Run) -> None:
 
 def saved_by_hand(rows: int, *, d: int, f: int, experts: int, b: Fraction,
                   quantized: bool) -> int:
-    """A rank's saved activations: bf16 keeps TK*2D + rows*(2D + 4F) (DESIGN.md); a
+    """A rank's saved activations: bf16 keeps TK*2D + rows*(2D + 4F) (docs/metrics.md); a
     quantized precision keeps its rows padded per expert to 128 (a rank's rows split
     evenly over its experts), the dispatched rows and the SwiGLU output at b bytes, gate
     and up in bf16 (model.py's docstring)."""
@@ -126,7 +126,7 @@ def saved_by_hand(rows: int, *, d: int, f: int, experts: int, b: Fraction,
 
 
 def test_figures_follow_designs_formulas(run: Run) -> None:
-    """Each derived figure worked out here from T, D, E, K, F and EP by DESIGN.md's
+    """Each derived figure worked out here from T, D, E, K, F and EP by docs/metrics.md's
     formulas ("The analytical model"), with the rows the ranks reported receiving."""
     t, d, e, k = SHAPE.T, SHAPE.D, SHAPE.E, SHAPE.K
     tk = t * k

@@ -23,7 +23,7 @@ def column(field: CaseField) -> InstrumentedAttribute[Any]:
     return attribute
 
 
-# Derived field name -> column (DESIGN.md), computed at ingest.
+# Derived field name -> column (docs/metrics.md), computed at ingest.
 DERIVED: dict[str, InstrumentedAttribute[Any]] = {f.wire: column(f) for f in case_fields.DERIVED}
 
 # The API's sort keys: the sortable fields' wire names, and the report's own order.
