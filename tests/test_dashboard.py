@@ -507,3 +507,20 @@ def test_runner_fields_round_trip_and_show_on_the_case_page(
     stacked = {t["name"]: list(t["y"]) for t in report["data"]}
     assert stacked == {"dispatch": [0.21875, None], "experts": [1.3125, None],
                        "combine": [0.40625, None]}
+
+
+def test_page_texts_read_the_regression_settings_they_describe() -> None:
+    """The numbers in the words come from the settings that judged (and the module's
+    defaults), not from copies typed into the text."""
+    from app.dashboard.history_view import ReportMarks
+    from app.dashboard.moved_cases import moved_cases_section
+    from app.figures import verdict_text
+    from app.services.history import ReportVerdicts
+    from ingest.regressions import MIN_POINTS, Settings
+
+    unjudged = ReportVerdicts(report_id=1, gpu="g", series="s",
+                              settings=Settings(min_points=7), items=[])
+    assert "No case has 7 earlier reports" in " ".join(texts(
+        moved_cases_section(ReportMarks(unjudged, {}))))
+    point = {"status": "insufficient_history", "baselinePoints": 1}
+    assert verdict_text(point) == f"fewer than {MIN_POINTS} earlier points (1)"

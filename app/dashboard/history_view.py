@@ -17,6 +17,7 @@ from app.services.history import (
     point_dict,
     report_regressions,
 )
+from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, MIN_POINTS
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,13 @@ def verdict_line(point: dict[str, Any]) -> str:
     """The newest point's verdict in words: what moved, by how much, and whether it is noise."""
     if point["status"] == "insufficient_history":
         return (f"report #{point['reportId']}: only {point['baselinePoints']} earlier "
-                f"point(s); 3 are needed before a change is judged")
+                f"point(s); {MIN_POINTS} are needed before a change is judged")
     moved = f"{point['changePercent']:+.1f} %"
     versus = (f"against the median {point['baseline']:.4g} ms of the "
               f"{point['baselinePoints']} earlier points; noise {point['noisePercent']:.1f} %")
     if point["status"] == "unchanged":
-        return f"report #{point['reportId']}: {moved} {versus}: within the noise or the 5 % floor"
+        return (f"report #{point['reportId']}: {moved} {versus}: within the noise or the "
+                f"{DEFAULT_THRESHOLD_PERCENT:g} % floor")
     return f"report #{point['reportId']}: {point['status']}, layer time {moved} {versus}"
 
 

@@ -22,8 +22,8 @@ def moved_cases_section(marks: ReportMarks) -> html.Section:
     flagged = marks.verdicts.flagged
     settings = marks.verdicts.settings
     if not marks.judged:
-        summary = ("No case has 3 earlier reports in its series yet (same GPU and shape): "
-                   "nothing is judged against history.")
+        summary = (f"No case has {settings.min_points} earlier reports in its series yet "
+                   "(same GPU and shape): nothing is judged against history.")
     else:
         summary = (f"{len(flagged)} of {marks.judged} cases judged moved past "
                    f"{settings.threshold_percent:g} % and past their noise, against the "

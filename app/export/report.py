@@ -16,7 +16,7 @@ from app.services.case_text import display_value
 from app.services.history import CaseVerdict, ReportVerdicts
 from app.services.report_view import ReportView
 from ingest.derived import report_notes
-from ingest.regressions import Settings
+from ingest.regressions import MAD_TO_SIGMA, Settings
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def report_html(view: ReportView, footer: Footer, verdicts: ReportVerdicts | Non
         rows=[(_cells(case), [c["code"] for c in case.get("caveats", [])])
               for case in view.cases],
         history=against_history(view, verdicts) if verdicts else None,
-        footer=footer, fmt=_fmt,
+        footer=footer, fmt=_fmt, mad_to_sigma=MAD_TO_SIGMA,
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from app.figures.layout import chart_layout, figure, titled
 from app.figures.style import Spec, Trace
+from ingest.regressions import MIN_POINTS
 
 Point = dict[str, Any]
 
@@ -29,7 +30,7 @@ def point_label(point: Point) -> str:
 def verdict_text(point: Point) -> str:
     status = str(point["status"])
     if status == "insufficient_history":
-        return f"fewer than 3 earlier points ({int(point['baselinePoints'])})"
+        return f"fewer than {MIN_POINTS} earlier points ({int(point['baselinePoints'])})"
     return (f"{status}: {point['changePercent']:+.1f} % vs median {point['baseline']:.4g} ms "
             f"of {int(point['baselinePoints'])} earlier, noise {point['noisePercent']:.1f} %")
 

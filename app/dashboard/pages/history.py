@@ -12,6 +12,7 @@ from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.dashboard import history_view, links
 from app.dashboard.components import GRAPH_CONFIG, not_found, table
+from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW
 
 dash.register_page(__name__, path="/history", title="moescope: history", name="History",
                    order=3)  # type: ignore[no-untyped-call]
@@ -45,8 +46,9 @@ def layout(caseId: str | None = None, gpu: str | None = None,  # noqa: N803
         html.Div(history_view.verdict_line(latest) if latest else "",
                  id="history-verdict",
                  className=f"verdict verdict-{latest['status'] if latest else 'none'}"),
-        html.P("Each report is judged against the median of up to 20 reports before it: "
-               "flagged when it moved over 5 % and over the noise (the larger of the "
+        html.P(f"Each report is judged against the median of up to {DEFAULT_WINDOW} reports "
+               f"before it: flagged when it moved over {DEFAULT_THRESHOLD_PERCENT:g} % and "
+               "over the noise (the larger of the "
                "history's robust spread and the windows' spread).", className="muted"),
         *[html.Div(dcc.Graph(id=f"history-graph-{key}", figure=spec, config=GRAPH_CONFIG),
                    className="chart") for key, spec in view.specs.items()],
