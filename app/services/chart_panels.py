@@ -57,7 +57,7 @@ class ChartPanel:
 
 def chart_panels(meta: Mapping[str, Any], cases: Sequence[Case], caveats: dict[str, int],
                  charted: Sequence[Case] | None = None) -> list[ChartPanel]:
-    """The nine charts of the view, each drawing ``charted`` (by default
+    """Every chart of ``figures.CHARTS`` for the view, each drawing ``charted`` (by default
     ``chart_cases(cases)``), with the notes that qualify it and ``caveats``, the caveat
     counts of all the cases in view (as the repository's ``caveat_counts`` gives them)."""
     drawn = chart_cases(cases) if charted is None else list(charted)
