@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.figures import Case
+from app.case_fields import CaseDict
 
 CHANGE_THRESHOLD_PERCENT = 5.0
 
@@ -45,7 +45,7 @@ def change(base: float | None, head: float | None, higher_is_better: bool) -> Ch
     return Change(base, head, percent, verdict)
 
 
-def compare(base: Sequence[Case], head: Sequence[Case]) -> Comparison:
+def compare(base: Sequence[CaseDict], head: Sequence[CaseDict]) -> Comparison:
     """Cases matched by id; per case the change of each compared field."""
     head_by_id = {c["id"]: c for c in head}
     base_ids = {c["id"] for c in base}

@@ -6,11 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.case_fields import TABLED, CaseFilter
+from app.case_fields import TABLED, CaseDict, CaseFilter
 from app.export.document import export_spec, render
 from app.export.footer import Footer
 from app.export.summary import summary_rows
-from app.figures import Case
 from app.services.case_table import table_row
 from app.services.case_text import display_value
 from app.services.history import CaseVerdict, ReportVerdicts
@@ -25,7 +24,7 @@ class Cell:
     numeric: bool
 
 
-def _cells(case: Case) -> list[Cell]:
+def _cells(case: CaseDict) -> list[Cell]:
     row = table_row(case)
     return [Cell("" if row.get(f.wire) is None else display_value(row[f.wire]),
                  f.kind in (int, float))

@@ -8,7 +8,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.figures import Case
+from app.case_fields import CaseDict
 
 
 @dataclass(frozen=True)
@@ -22,8 +22,8 @@ class SummaryRow:
     best_useful_tf: float | None
 
 
-def summary_rows(cases: Sequence[Case]) -> list[SummaryRow]:
-    groups: dict[tuple[str, str, str], list[Case]] = defaultdict(list)
+def summary_rows(cases: Sequence[CaseDict]) -> list[SummaryRow]:
+    groups: dict[tuple[str, str, str], list[CaseDict]] = defaultdict(list)
     for case in cases:
         groups[(str(case["mode"]), str(case["precision"]), str(case["pipeline"]))].append(case)
     rows = []

@@ -22,7 +22,6 @@ from app.figures.layout import to_figure
 from app.figures.panel_charts import matching_series, memory_spec, scaling_spec
 from app.figures.report_charts import phases_spec
 from app.figures.style import (
-    Case,
     Meta,
     Spec,
     pipeline_pattern,
@@ -32,7 +31,7 @@ from app.figures.style import (
 )
 
 __all__ = [
-    "CHARTS", "Case", "Chart", "Meta", "Spec", "case_memory_spec",
+    "CHARTS", "Chart", "Meta", "Spec", "case_memory_spec",
     "case_specs", "history_specs", "matching_series", "memory_spec", "phases_spec",
     "pipeline_pattern", "pipeline_symbol", "precision_colour", "scaling_spec",
     "text", "to_figure", "verdict_text",

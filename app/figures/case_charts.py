@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.case_fields import CaseDict
 from app.figures.layout import chart_layout, figure, titled
-from app.figures.style import GIB, Case, Spec, Trace, precision_colour
+from app.figures.style import GIB, Spec, Trace, precision_colour
 
 
-def case_windows_spec(case: Case) -> Spec:
+def case_windows_spec(case: CaseDict) -> Spec:
     """The timing windows (combined, forward, backward) of one case."""
     windows = case.get("windows") or {}
     data = [{"type": "scatter", "mode": "lines+markers", "name": kind,
@@ -22,12 +23,12 @@ def case_windows_spec(case: Case) -> Spec:
                                      legend={"title": titled("kind")}))
 
 
-def _case_bar(case: Case, x: list[Any], y: list[Any], name: str, hover: str) -> Trace:
+def _case_bar(case: CaseDict, x: list[Any], y: list[Any], name: str, hover: str) -> Trace:
     return {"type": "bar", "x": x, "y": y, "name": name, "hovertemplate": hover,
             "marker": {"color": precision_colour(str(case["precision"]))}}
 
 
-def case_receive_rows_spec(case: Case) -> Spec:
+def case_receive_rows_spec(case: CaseDict) -> Spec:
     rows = case.get("receiveRows") or []
     bar = _case_bar(case, list(range(len(rows))), rows, "received rows",
                     "rank %{x}: %{y} rows<extra></extra>")
@@ -41,7 +42,7 @@ _MEMORY_FIELDS = (
 )
 
 
-def case_memory_spec(case: Case) -> Spec:
+def case_memory_spec(case: CaseDict) -> Spec:
     labels = [label for _, label in _MEMORY_FIELDS] + ["allocated peak", "reserved peak"]
     # A size the runner did not measure draws no bar, rather than one of 0 GiB.
     values = [None if case.get(f) is None else case[f] / GIB for f, _ in _MEMORY_FIELDS] + [
@@ -51,7 +52,7 @@ def case_memory_spec(case: Case) -> Spec:
                                       xaxis={"title": titled("accounting view")}))
 
 
-def case_saved_bytes_spec(case: Case) -> Spec:
+def case_saved_bytes_spec(case: CaseDict) -> Spec:
     saved = case.get("savedBytes") or []
     bar = _case_bar(case, list(range(len(saved))), [s / GIB for s in saved], "saved bytes",
                     "rank %{x}: %{y:.3f} GiB<extra></extra>")
@@ -60,7 +61,7 @@ def case_saved_bytes_spec(case: Case) -> Spec:
                                       xaxis={"title": titled("rank")}))
 
 
-def case_phases_spec(case: Case) -> Spec:
+def case_phases_spec(case: CaseDict) -> Spec:
     """The case's per-phase times beside its layer time (the phases were timed alone, so
     they need not add up to it)."""
     phases = case.get("phaseMS") or {}
@@ -73,7 +74,7 @@ def case_phases_spec(case: Case) -> Spec:
                                       xaxis={"title": titled("phase")}))
 
 
-def case_specs(case: Case) -> dict[str, Spec]:
+def case_specs(case: CaseDict) -> dict[str, Spec]:
     return {"windows": case_windows_spec(case), "receive-rows": case_receive_rows_spec(case),
             "memory": case_memory_spec(case), "saved-bytes": case_saved_bytes_spec(case),
             "phases": case_phases_spec(case)}

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from app.case_fields import CaseDict
 from app.figures.layout import to_figure
 from app.figures.panel_charts import memory_spec, routing_spec, scaling_spec
 from app.figures.report_charts import (
@@ -18,17 +19,17 @@ from app.figures.report_charts import (
     phases_spec,
     throughput_spec,
 )
-from app.figures.style import Case, Meta, Spec
+from app.figures.style import Meta, Spec
 
 
 @dataclass(frozen=True)
 class Chart:
     key: str
     title: str
-    spec: Callable[[Sequence[Case], Meta], Spec]
+    spec: Callable[[Sequence[CaseDict], Meta], Spec]
     notes: tuple[str, ...]  # the meta notes that qualify it (placementNote: see below)
 
-    def make(self, cases: Sequence[Case], meta: Meta, *, legend: bool = True) -> Spec:
+    def make(self, cases: Sequence[CaseDict], meta: Meta, *, legend: bool = True) -> Spec:
         """The chart's spec; ``legend=False`` for a page that shows one shared legend of
         the styles instead (plotly lays out each legend anew, a large part of drawing)."""
         spec = self.spec(cases, meta)
@@ -36,7 +37,7 @@ class Chart:
             spec["layout"]["showlegend"] = False
         return spec
 
-    def build(self, cases: Sequence[Case], meta: Meta, *, legend: bool = True) -> go.Figure:
+    def build(self, cases: Sequence[CaseDict], meta: Meta, *, legend: bool = True) -> go.Figure:
         return to_figure(self.make(cases, meta, legend=legend))
 
 

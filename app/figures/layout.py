@@ -8,7 +8,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from app.figures.style import PALETTE, Case, Spec, Trace, text
+from app.case_fields import CaseDict
+from app.figures.style import PALETTE, Spec, Trace, text
 
 # A small explicit template: plotly's named templates are deep-copied into every figure,
 # which costs more than building the figure itself.
@@ -56,7 +57,7 @@ def _has_points(data: Sequence[Trace]) -> bool:
     return False
 
 
-def missing(cases: Sequence[Case], what: str) -> str:
+def missing(cases: Sequence[CaseDict], what: str) -> str:
     """The empty chart's message: no case at all, or none with ``what``."""
     return f"no case in view has {what}" if cases else "no case in view"
 
@@ -78,7 +79,7 @@ def chart_layout(title: str, y_title: str, *, height: int = 420, **extra: Any) -
     }
 
 
-def case_axis(cases: Sequence[Case], **extra: Any) -> dict[str, Any]:
+def case_axis(cases: Sequence[CaseDict], **extra: Any) -> dict[str, Any]:
     """Cases along x by their position in the view, in report order; ids are long, so they
     label the ticks of small views only (hover gives the id)."""
     axis: dict[str, Any] = {"title": titled("case, in view order (hover for the id)"),

@@ -7,11 +7,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from app.case_fields import FILTERABLE
+from app.case_fields import FILTERABLE, CaseDict
 from app.figures.layout import case_axis, chart_layout, figure, missing, muted, panel_title, titled
 from app.figures.style import (
     GIB,
-    Case,
     Meta,
     Spec,
     Trace,
@@ -26,12 +25,12 @@ from app.figures.style import (
 from app.figures.traces import hover, hover_data, positions, scatter
 
 
-def _saved_stats(case: Case) -> tuple[float, float, float]:
+def _saved_stats(case: CaseDict) -> tuple[float, float, float]:
     saved = case["savedBytes"]
     return min(saved) / GIB, sum(saved) / len(saved) / GIB, max(saved) / GIB
 
 
-def memory_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+def memory_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     """6. Peak allocated/reserved GiB; arena slot + scratch; training saved bytes per rank."""
     pos = positions(cases)
     data: list[Trace] = []
@@ -105,7 +104,7 @@ def memory_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     return figure(data, layout)
 
 
-def routing_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+def routing_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     """7. Received rows per rank (heatmap case x rank) and the observed imbalance."""
     ranks = max((len(c.get("receiveRows") or []) for c in cases), default=0)
     ids = [text(c["id"]) for c in cases]
@@ -149,17 +148,17 @@ _CONFIGURATION = tuple(f.wire for f in FILTERABLE)
 _UNSTYLED = tuple(w for w in _CONFIGURATION if w not in ("precision", "pipeline"))
 
 
-def matching_series(cases: Sequence[Case], vary: str) -> list[list[Case]]:
+def matching_series(cases: Sequence[CaseDict], vary: str) -> list[list[CaseDict]]:
     """Groups of cases equal in every configuration field but ``vary``, with at least two
     distinct values of it, each sorted by ``vary``."""
-    groups: dict[tuple[Any, ...], list[Case]] = defaultdict(list)
+    groups: dict[tuple[Any, ...], list[CaseDict]] = defaultdict(list)
     for case in cases:
         groups[tuple(case[f] for f in _CONFIGURATION if f != vary)].append(case)
     return [sorted(g, key=lambda c: c[vary]) for g in groups.values()
             if len({c[vary] for c in g}) > 1]
 
 
-def scaling_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+def scaling_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     """8. Throughput against F and against EP, each line one matching configuration.
 
     One trace per style and axis, its configurations' lines separated by gaps (``None``),
@@ -167,7 +166,7 @@ def scaling_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     data: list[Trace] = []
     shown: set[str] = set()
     for axis, vary in (("", "F"), ("2", "ep")):
-        lines: dict[tuple[str, str], list[list[Case]]] = defaultdict(list)
+        lines: dict[tuple[str, str], list[list[CaseDict]]] = defaultdict(list)
         for series in matching_series(cases, vary):
             lines[series_key(series[0])].append(series)
         for key, styled in lines.items():

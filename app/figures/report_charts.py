@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
+from app.case_fields import CaseDict
 from app.figures.layout import case_axis, chart_layout, figure, hline, missing, titled
 from app.figures.style import (
-    Case,
     Meta,
     Spec,
     Trace,
@@ -22,7 +22,7 @@ from app.figures.style import (
 from app.figures.traces import hover, hover_data, per_case, positions, scatter
 
 
-def throughput_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+def throughput_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     """1. Useful TFLOP/s per GPU per case."""
     data = per_case(
         cases, lambda c: c.get("usefulTFPerGPU"),
@@ -34,7 +34,7 @@ def throughput_spec(cases: Sequence[Case], meta: Meta) -> Spec:
                   empty=missing(cases, "a useful throughput"))
 
 
-def percent_of_peak_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+def percent_of_peak_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     """2. % of the case's precision peak, with the 100 % line."""
     peaks = meta.get("theoreticalTFPerGPU") or {}
     data = per_case(
@@ -50,12 +50,12 @@ def percent_of_peak_spec(cases: Sequence[Case], meta: Meta) -> Spec:
         empty=missing(cases, "a theoretical peak for its precision"))
 
 
-def _window_range(case: Case) -> tuple[float, float]:
+def _window_range(case: CaseDict) -> tuple[float, float]:
     combined = (case.get("windows") or {}).get("combined") or [case["layerMS"]]
     return case["layerMS"] - min(combined), max(combined) - case["layerMS"]
 
 
-def layer_time_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+def layer_time_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     """3. Layer time: forward and backward stacked, windows' min-max as error bars."""
     pos = positions(cases)
     data: list[Trace] = []
@@ -92,7 +92,7 @@ def layer_time_spec(cases: Sequence[Case], meta: Meta) -> Spec:
                                      barmode="stack"), empty=missing(cases, "a layer time"))
 
 
-def nvlink_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+def nvlink_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     """4. NVLink TX and RX: mean over ranks (marker) and max over ranks (error bar top)."""
     pos = positions(cases)
     data: list[Trace] = []
@@ -122,7 +122,7 @@ def nvlink_spec(cases: Sequence[Case], meta: Meta) -> Spec:
         annotations=notes), empty=missing(cases, "NVLink counters"))
 
 
-def hbm_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+def hbm_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     """5. Analytical HBM bandwidth against the HBM peak."""
     data = per_case(
         cases, lambda c: c.get("analyticalHBMGBps"),
@@ -137,7 +137,7 @@ def hbm_spec(cases: Sequence[Case], meta: Meta) -> Spec:
                   empty=missing(cases, "an analytical HBM bandwidth"))
 
 
-def arithmetic_intensity_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+def arithmetic_intensity_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     """9. Forward FLOPs per logical payload byte (rank 0) against useful throughput."""
     measured = [c for c in cases if c.get("forwardFlopsPerLogicalPayloadByteRank0")]
     data = [scatter(group, key, [c["forwardFlopsPerLogicalPayloadByteRank0"] for c in group],
@@ -155,7 +155,7 @@ def arithmetic_intensity_spec(cases: Sequence[Case], meta: Meta) -> Spec:
 PHASES = (("dispatch", "#4c78a8"), ("experts", "#f58518"), ("combine", "#54a24b"))
 
 
-def phases_spec(cases: Sequence[Case], meta: Meta) -> Spec:
+def phases_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     """10. Per-phase times (phaseMS: dispatch, experts, combine), stacked per case; a case
     without them (another runner's, or one whose phase pass did not run) draws no bar."""
     x = list(range(len(cases)))
@@ -174,10 +174,10 @@ def phases_spec(cases: Sequence[Case], meta: Meta) -> Spec:
                   empty=missing(cases, "per-phase times (phaseMS)"))
 
 
-def _configuration(case: Case) -> str:
+def _configuration(case: CaseDict) -> str:
     return text(f"{case['precision']} · {case['pipeline']}")
 
 
-def _phase_rate(case: Case, phase: str) -> str:
+def _phase_rate(case: CaseDict, phase: str) -> str:
     rate = case.get(f"{phase}GBps")
     return f"{rate:,.1f} GB/s per rank" if isinstance(rate, int | float) else ""

@@ -10,11 +10,12 @@ from __future__ import annotations
 import html
 import zlib
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
-Case = Mapping[str, Any]
+from app.case_fields import CaseDict
+
 Meta = dict[str, Any]
 Trace = dict[str, Any]
 Spec = dict[str, Any]  # a plotly figure as plain data: {"data": [...], "layout": {...}}
@@ -69,7 +70,7 @@ def fmt(value: Any, digits: int = 1, unit: str = "") -> str:
     return f"{value}{unit}"
 
 
-def series_key(case: Case) -> tuple[str, str]:
+def series_key(case: CaseDict) -> tuple[str, str]:
     return str(case["precision"]), str(case["pipeline"])
 
 
@@ -77,9 +78,9 @@ def series_name(key: tuple[str, str]) -> str:
     return f"{text(key[0])} · {text(key[1])}"
 
 
-def grouped(cases: Iterable[Case]) -> dict[tuple[str, str], list[Case]]:
+def grouped(cases: Iterable[CaseDict]) -> dict[tuple[str, str], list[CaseDict]]:
     """Cases by (precision, pipeline), in first-seen order: one trace per style."""
-    groups: dict[tuple[str, str], list[Case]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[CaseDict]] = defaultdict(list)
     for case in cases:
         groups[series_key(case)].append(case)
     return dict(groups)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from app.figures.style import Case, Trace, grouped, marker, series_name, text
+from app.case_fields import CaseDict
+from app.figures.style import Trace, grouped, marker, series_name, text
 
 
 def hover(*lines: str) -> str:
@@ -15,22 +16,22 @@ def hover(*lines: str) -> str:
     return "<br>".join(["<b>%{customdata[0]}</b>", *lines]) + "<extra>%{fullData.name}</extra>"
 
 
-def positions(cases: Sequence[Case]) -> dict[str, int]:
+def positions(cases: Sequence[CaseDict]) -> dict[str, int]:
     return {str(c["id"]): i for i, c in enumerate(cases)}
 
 
-def hover_data(group: Sequence[Case], *values: Callable[[Case], Any]) -> list[list[Any]]:
+def hover_data(group: Sequence[CaseDict], *values: Callable[[CaseDict], Any]) -> list[list[Any]]:
     return [[hover_id(c), *(v(c) for v in values)] for c in group]
 
 
-def hover_id(case: Case) -> str:
+def hover_id(case: CaseDict) -> str:
     """The case id as the hover's first line, with its ``hoverMark`` when it has one (the
     report page marks the cases that moved against their history)."""
     mark = case.get("hoverMark")
     return text(case["id"]) + (f" · {text(mark)}" if mark else "")
 
 
-def scatter(group: Sequence[Case], key: tuple[str, str], x: Sequence[Any], y: Sequence[Any],
+def scatter(group: Sequence[CaseDict], key: tuple[str, str], x: Sequence[Any], y: Sequence[Any],
             custom: list[list[Any]], template: str, **extra: Any) -> Trace:
     trace: Trace = {
         "type": "scatter", "mode": "markers", "x": list(x), "y": list(y),
@@ -41,8 +42,8 @@ def scatter(group: Sequence[Case], key: tuple[str, str], x: Sequence[Any], y: Se
     return trace
 
 
-def per_case(cases: Sequence[Case], value: Callable[[Case], Any], template: str,
-             *custom: Callable[[Case], Any]) -> list[Trace]:
+def per_case(cases: Sequence[CaseDict], value: Callable[[CaseDict], Any], template: str,
+             *custom: Callable[[CaseDict], Any]) -> list[Trace]:
     pos = positions(cases)
     return [scatter(group, key, [pos[str(c["id"])] for c in group], [value(c) for c in group],
                     hover_data(group, *custom), template)

@@ -7,8 +7,7 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.case_fields import TABLED
-from app.figures import Case
+from app.case_fields import TABLED, CaseDict
 
 # The grid shows 4 significant digits; 6 keep its sorting and filtering exact enough and
 # make a 5,000-row update a third smaller. The CSV takes the exact values (csv_rows).
@@ -19,7 +18,7 @@ TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
     *((f.wire, f.label) for f in TABLED), ("caveats", "caveats"))
 
 
-def table_row(case: Case, digits: int | None = None) -> dict[str, Any]:
+def table_row(case: CaseDict, digits: int | None = None) -> dict[str, Any]:
     """A case's table row, floats rounded to ``digits`` significant digits (or exact); no
     empty field (the grid and the CSV read a missing one as empty) and no link: the id
     cell builds it (see static/)."""
@@ -35,7 +34,7 @@ def _rounded(value: Any, digits: int | None) -> Any:
     return float(f"{value:.{digits}g}")
 
 
-def table_rows(cases: Sequence[Case]) -> list[dict[str, Any]]:
+def table_rows(cases: Sequence[CaseDict]) -> list[dict[str, Any]]:
     """The case table as the grid gets it: a 5,000-case view sends every row on each
     filter change, so rows are small."""
     return [table_row(case, GRID_DIGITS) for case in cases]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app.figures import Case
+from app.case_fields import CaseDict
 
 
 def display_value(value: Any) -> str:
@@ -17,6 +17,6 @@ def display_value(value: Any) -> str:
     return json.dumps(value)
 
 
-def case_fields(case: Case) -> list[tuple[str, str]]:
+def case_fields(case: CaseDict) -> list[tuple[str, str]]:
     """Every wire and derived field (known or not), as displayable text, caveats apart."""
     return [(key, display_value(value)) for key, value in case.items() if key != "caveats"]

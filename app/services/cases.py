@@ -12,10 +12,8 @@ from app.models import CaseRow
 from app.repository import cases as cases_repo
 from app.repository.cases import DERIVED
 
-Case = dict[str, Any]
 
-
-def case_out(row: CaseRow) -> Case:
+def case_out(row: CaseRow) -> dict[str, Any]:
     """The case as posted, plus the derived fields and its caveats."""
     return case_dict(
         row.payload,
@@ -26,7 +24,7 @@ def case_out(row: CaseRow) -> Case:
 
 def case_dict(
     payload: dict[str, Any], derived: dict[str, float | None], caveats: list[tuple[str, str]]
-) -> Case:
+) -> dict[str, Any]:
     return {**payload, **derived,
             "caveats": [{"code": code, "message": message} for code, message in caveats]}
 
@@ -36,7 +34,7 @@ SORT_FIELDS: tuple[str, ...] = tuple(cases_repo.SORTABLE)
 
 
 def case_page(session: Session, report_id: int, *, filters: CaseFilter, sort: str,
-              descending: bool, limit: int, offset: int) -> tuple[list[Case], int]:
+              descending: bool, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
     """The cases that pass ``filters``, sorted, ``limit`` from ``offset``; and how many
     pass in all."""
     rows, total = cases_repo.list_cases(session, report_id, filters=filters, sort=sort,
@@ -44,11 +42,12 @@ def case_page(session: Session, report_id: int, *, filters: CaseFilter, sort: st
     return [case_out(r) for r in rows], total
 
 
-def get_case(session: Session, report_id: int, case_id: str) -> Case:
+def get_case(session: Session, report_id: int, case_id: str) -> dict[str, Any]:
     return case_out(cases_repo.get_case(session, report_id, case_id))
 
 
-def view_cases(session: Session, report_id: int, filters: CaseFilter | None = None) -> list[Case]:
+def view_cases(session: Session, report_id: int,
+               filters: CaseFilter | None = None) -> list[dict[str, Any]]:
     """Every case of the report that passes the filters, in report order, unpaged."""
     return [case_dict(d.payload, d.derived, d.caveats)
             for d in cases_repo.case_documents(session, report_id, filters)]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app import figures
-from app.figures import Case
+from app.case_fields import CaseDict
 from ingest.derived import ReportNote, report_notes
 
 # Plotly draws every point of a per-case chart as an SVG element; past a few hundred cases
@@ -18,12 +18,12 @@ from ingest.derived import ReportNote, report_notes
 CHART_CASE_CAP = 400
 
 
-def _ranking(case: Case) -> tuple[bool, float, str]:
+def _ranking(case: CaseDict) -> tuple[bool, float, str]:
     useful = case.get("usefulTFPerGPU")
     return useful is None, -(useful or 0.0), str(case["id"])
 
 
-def chart_cases(cases: Sequence[Case], cap: int | None = None) -> list[Case]:
+def chart_cases(cases: Sequence[CaseDict], cap: int | None = None) -> list[CaseDict]:
     """The cases every per-case chart draws: all of them up to ``cap`` (CHART_CASE_CAP by
     default); past it, the ``cap`` cases with the highest useful TFLOP/s per GPU
     (unmeasured last, ties by case id), kept in view order. One subset for every chart,
@@ -55,8 +55,8 @@ class ChartPanel:
     charted: int  # cases the chart draws (at most CHART_CASE_CAP)
 
 
-def chart_panels(meta: Mapping[str, Any], cases: Sequence[Case], caveats: dict[str, int],
-                 charted: Sequence[Case] | None = None) -> list[ChartPanel]:
+def chart_panels(meta: Mapping[str, Any], cases: Sequence[CaseDict], caveats: dict[str, int],
+                 charted: Sequence[CaseDict] | None = None) -> list[ChartPanel]:
     """Every chart of ``figures.CHARTS`` for the view, each drawing ``charted`` (by default
     ``chart_cases(cases)``), with the notes that qualify it and ``caveats``, the caveat
     counts of all the cases in view (as the repository's ``caveat_counts`` gives them)."""

@@ -16,8 +16,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.case_fields import CaseFilter
-from app.figures import Case
+from app.case_fields import CaseDict, CaseFilter
 from app.repository import cases as cases_repo
 from app.repository import reports as reports_repo
 from app.services import cases as case_service
@@ -69,7 +68,7 @@ class ReportData:
 
     header: ReportHeader
     meta: Mapping[str, Any]
-    cases: tuple[Case, ...]
+    cases: tuple[CaseDict, ...]
     rows: tuple[Mapping[str, Any], ...]  # the table row of each case, aligned with ``cases``
     facets: Mapping[str, tuple[Any, ...]]
     index: Mapping[str, int]  # case id -> its position in ``cases``
@@ -131,8 +130,8 @@ class ReportView:
     header: ReportHeader
     meta: Mapping[str, Any]
     filters: CaseFilter
-    cases: list[Case]  # every case in view
-    charted: list[Case]  # the ones the charts draw
+    cases: list[CaseDict]  # every case in view
+    charted: list[CaseDict]  # the ones the charts draw
     caveats: dict[str, int]  # caveat code -> cases in view that carry it
     panels: list[ChartPanel]
     rows: list[dict[str, Any]]  # plain dicts: the page sends them to the browser as JSON
