@@ -3,6 +3,7 @@ filters and sorting, delete, limits, read tokens, health, OpenAPI, the error sha
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -78,6 +79,47 @@ def test_same_run_id_other_content_is_the_same_report(
     case_id = reference["cases"][0]["id"]
     case = client.get(f"{REPORTS}/{first['id']}/cases/{case_id}").json()
     assert case["layerMS"] == reference["cases"][0]["layerMS"]
+
+
+def test_streamed_report_posted_whole_is_the_same_report(
+    client: TestClient, auth: Auth, reference: Body, session: Session
+) -> None:
+    """60 cases posted, 3 appended, then the complete file (no runId) posted: the report
+    as it stands after the appends is the same content, so the same report."""
+    headers = auth("ingest")
+    assert "runId" not in reference["meta"]
+    first = client.post(REPORTS, json=small_report(reference, 60), headers=headers)
+    assert first.status_code == 201, first.text
+    report_id = first.json()["id"]
+    appended = client.post(f"{REPORTS}/{report_id}/cases",
+                           json={"cases": reference["cases"][60:63]}, headers=headers)
+    assert appended.json()["caseCount"] == 63, appended.text
+    counts = row_counts(session)
+    assert counts[:2] == (1, 63)
+
+    whole = client.post(REPORTS, json=reference, headers=headers)
+    assert whole.status_code == 200, whole.text
+    assert whole.json() == {"id": report_id, "caseCount": 63, "created": False}
+    assert whole.headers["location"] == f"{REPORTS}/{report_id}"
+    # What report.json gives back, posted again, is that report too.
+    again = client.post(REPORTS, content=client.get(f"{REPORTS}/{report_id}/report.json").content,
+                        headers={**headers, "Content-Type": "application/json"})
+    assert (again.status_code, again.json()["id"]) == (200, report_id)
+    # The first 60 as first posted are still that report.
+    assert client.post(REPORTS, json=small_report(reference, 60),
+                       headers=headers).json()["id"] == report_id
+    assert row_counts(session) == counts
+
+    # Not the same content: the 63 cases in another order, or one number changed.
+    reordered = copy.deepcopy(reference)
+    reordered["cases"].reverse()
+    changed = copy.deepcopy(reference)
+    changed["cases"][62]["layerMS"] += 1e-9
+    for body in (reordered, changed):
+        response = client.post(REPORTS, json=body, headers=headers)
+        assert response.status_code == 201, response.text
+        assert response.json()["id"] != report_id
+    assert row_counts(session)[:2] == (3, 63 * 3)
 
 
 def test_different_reports_are_different(client: TestClient, auth: Auth, reference: Body) -> None:
