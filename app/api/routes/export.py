@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
+from app.api.caching import read_headers
 from app.api.deps import ReadAccess
 from app.api.params import CaseFilterDep, ReportId, ReportIdQuery
 from app.core.db import SessionDep
@@ -22,7 +23,8 @@ _HTML: dict[int | str, dict[str, Any]] = {
 def _download(export: Export) -> Response:
     return Response(
         content=export.html.encode("utf-8"), media_type="text/html; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="{export.filename}"'},
+        headers={"Content-Disposition": f'attachment; filename="{export.filename}"',
+                 **read_headers()},
     )
 
 

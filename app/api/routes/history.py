@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import StringConstraints
 
+from app.api.caching import Revalidate
 from app.api.deps import ReadAccess
 from app.api.history_schemas import (
     HistoryOut,
@@ -19,7 +20,7 @@ from app.core.db import SessionDep
 from app.services.history import case_history, report_regressions
 from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_POINTS, Settings
 
-router = APIRouter(tags=["history"])
+router = APIRouter(tags=["history"], dependencies=[Revalidate])
 
 ThresholdPercent = Annotated[float, Query(gt=0, le=1000, description="minimum change, percent")]
 Window = Annotated[int, Query(ge=MIN_POINTS, le=1000, description="earlier points in the baseline")]

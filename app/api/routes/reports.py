@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import AfterValidator, StringConstraints
 
+from app.api.caching import ReportVersion, Revalidate, read_headers
 from app.api.deps import AdminToken, IngestToken, JsonBody, ReadAccess
 from app.api.openapi import body_schema
 from app.api.params import CaseFilterDep, ReportId, Text, no_nul
@@ -78,7 +79,7 @@ def append_cases(
     )
 
 
-@router.get("")
+@router.get("", dependencies=[Revalidate])
 def list_reports(
     _read: ReadAccess,
     session: SessionDep,
@@ -97,7 +98,8 @@ def list_reports(
 
 
 @router.get("/{report_id}", responses={404: {"description": "No such report"}})
-def get_report(report_id: ReportId, _read: ReadAccess, session: SessionDep) -> ReportDetail:
+def get_report(report_id: ReportId, _read: ReadAccess, _version: ReportVersion,
+               session: SessionDep) -> ReportDetail:
     row = reports_repo.get_report(session, report_id)
     summary = {
         **cases_repo.facets(session, report_id),
@@ -119,6 +121,7 @@ SortField = Literal[tuple(cases_repo.SORTABLE)]  # type: ignore[valid-type]
 def list_cases(
     report_id: ReportId,
     _read: ReadAccess,
+    _version: ReportVersion,
     session: SessionDep,
     filters: CaseFilterDep,
     sort: Annotated[
@@ -142,18 +145,21 @@ def list_cases(
 @router.get("/{report_id}/cases/{case_id:path}",
             responses={404: {"description": "No such case"}})
 def get_case(
-    report_id: ReportId, case_id: Annotated[Text, Path()], _read: ReadAccess, session: SessionDep
+    report_id: ReportId, case_id: Annotated[Text, Path()], _read: ReadAccess,
+    _version: ReportVersion, session: SessionDep,
 ) -> dict[str, Any]:
     return case_service.get_case(session, report_id, case_id)
 
 
 @router.get("/{report_id}/report.json", responses={404: {"description": "No such report"}})
-def report_json(report_id: ReportId, _read: ReadAccess, session: SessionDep) -> Response:
+def report_json(report_id: ReportId, _read: ReadAccess, version: ReportVersion,
+                session: SessionDep) -> Response:
     """The report exactly as posted, unknown fields included, appended cases in order."""
     return Response(
         content=report_json_bytes(session, report_id),
         media_type="application/json",
-        headers={"Content-Disposition": f'inline; filename="report-{report_id}.json"'},
+        headers={"Content-Disposition": f'inline; filename="report-{report_id}.json"',
+                 **read_headers(version)},
     )
 
 
