@@ -15,6 +15,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.gzip import GZipMiddleware
 
+from app.api.docs import mount_docs
 from app.api.openapi import add_body_schemas
 from app.api.routes import export, health, history, reports
 from app.core.config import Settings, get_settings
@@ -78,8 +79,11 @@ def create_app() -> FastAPI:
         summary="Results database for GPU MoE expert-parallel benchmarks",
         version="0.1.0",
         lifespan=warm_up,
+        docs_url=None,  # mount_docs: served without a CDN
+        redoc_url=None,
     )
     install_error_handlers(app)
+    mount_docs(app, app.openapi_url or "/openapi.json")
     app.include_router(reports.router, prefix="/api/v1")
     app.include_router(history.router, prefix="/api/v1")
     app.include_router(export.router, prefix="/api/v1")
