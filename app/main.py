@@ -16,7 +16,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.gzip import GZipMiddleware
 
 from app.api.docs import mount_docs
-from app.api.openapi import add_body_schemas
+from app.api.openapi import add_body_schemas, apply_settings, operation_id
 from app.api.routes import export, health, history, reports
 from app.core.config import Settings, get_settings
 from app.core.db import get_engine
@@ -81,6 +81,9 @@ def create_app() -> FastAPI:
         lifespan=warm_up,
         docs_url=None,  # mount_docs: served without a CDN
         redoc_url=None,
+        generate_unique_id_function=operation_id,
+        # One component per model for requests and answers (Report, Case, Meta).
+        separate_input_output_schemas=False,
     )
     install_error_handlers(app)
     mount_docs(app, app.openapi_url or "/openapi.json")
@@ -93,9 +96,10 @@ def create_app() -> FastAPI:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = get_openapi(
-                title=app.title, version=app.version, summary=app.summary, routes=app.routes
+                title=app.title, version=app.version, summary=app.summary, routes=app.routes,
+                separate_input_output_schemas=False,
             )
-            app.openapi_schema = add_body_schemas(schema)
+            app.openapi_schema = apply_settings(add_body_schemas(schema), settings)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

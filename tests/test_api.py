@@ -245,7 +245,7 @@ def test_reports_search(client: TestClient, three_reports: list[int]) -> None:
     assert found(gpu="AMD MI355X") == [mi355]
 
 
-def test_page_size_is_capped(
+def test_page_size_over_the_maximum_is_422_and_declared(
     engine: Any, settings_env: Callable[..., None], auth: Auth, reference: Body
 ) -> None:
     settings_env(page_size_max=2)
@@ -255,8 +255,17 @@ def test_page_size_is_capped(
             body = small_report(reference, 1)
             body["meta"]["source"] = source
             _post(client, body, headers)
-        page = client.get(REPORTS, params={"limit": 500}).json()
+        # Not silently capped: the client learns the maximum, named with its setting.
+        detail = error_detail(client.get(REPORTS, params={"limit": 3}), 422, "validation_error")
+        assert [(p["loc"], p["path"]) for p in detail] == [(["query", "limit"], "limit")]
+        assert "less than or equal to 2" in detail[0]["msg"]
+        assert "MOESCOPE_PAGE_SIZE_MAX" in detail[0]["msg"]
+        page = client.get(REPORTS, params={"limit": 2}).json()
         assert len(page["items"]) == 2 and page["limit"] == 2 and page["total"] == 3
+        spec = client.get("/openapi.json").json()
+        limit = next(p for p in spec["paths"][REPORTS]["get"]["parameters"]
+                     if p["name"] == "limit")
+        assert limit["schema"]["maximum"] == 2 and limit["schema"]["minimum"] == 1
 
 
 # --- reading cases --------------------------------------------------------------------

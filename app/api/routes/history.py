@@ -16,6 +16,7 @@ from app.api.history_schemas import (
     report_regressions_out,
 )
 from app.api.params import ReportId, Text
+from app.api.responses import READ, errors
 from app.core.db import SessionDep
 from app.services.history import case_history, report_regressions
 from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_POINTS, Settings
@@ -26,7 +27,8 @@ ThresholdPercent = Annotated[float, Query(gt=0, le=1000, description="minimum ch
 Window = Annotated[int, Query(ge=MIN_POINTS, le=1000, description="earlier points in the baseline")]
 
 
-@router.get("/reports/{report_id}/regressions", responses={404: {"description": "No such report"}})
+@router.get("/reports/{report_id}/regressions", operation_id="list_regressions",
+            responses={**READ, **errors(404)})
 def regressions(
     report_id: ReportId, _read: ReadAccess, session: SessionDep,
     threshold: ThresholdPercent = DEFAULT_THRESHOLD_PERCENT, window: Window = DEFAULT_WINDOW,
@@ -37,7 +39,7 @@ def regressions(
     return report_regressions_out(report_regressions(session, report_id, settings))
 
 
-@router.get("/history", responses={404: {"description": "No such case on that GPU"}})
+@router.get("/history", operation_id="get_history", responses={**READ, **errors(404)})
 def history(
     _read: ReadAccess, session: SessionDep,
     caseId: Annotated[Text, StringConstraints(max_length=300), Query()],  # noqa: N803

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
+from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator, StringConstraints
 
 from app.api.caching import ReportVersion, Revalidate, read_headers
+from app.api.case_schema import CaseOut
 from app.api.deps import AdminToken, IngestToken, JsonBody, ReadAccess
+from app.api.enums import CaseSort, SortOrder
 from app.api.openapi import body_schema
 from app.api.params import CaseFilterDep, ReportId, Text, no_nul
+from app.api.responses import NOT_MODIFIED, READ, WRITE, errors
 from app.api.schemas import (
     CasePage,
     CasesAppended,
@@ -36,20 +40,17 @@ router = APIRouter(prefix="/reports", tags=["reports"])
 Offset = Annotated[int, Query(ge=0, le=INT64_MAX)]
 ShortText = Annotated[str, StringConstraints(max_length=200), AfterValidator(no_nul)]
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"description": "Malformed JSON"},
-    401: {"description": "Missing, unknown or revoked token"},
-    403: {"description": "Token lacks the scope"},
-    413: {"description": "Body over MOESCOPE_MAX_BODY_MB"},
-    422: {"description": "Invalid report: every problem with its JSON path"},
-    503: {"description": "Database unavailable (Retry-After)"},
-}
+# One report's reads: the report can be missing, and the client can hold its version.
+_REPORT_READ = {**NOT_MODIFIED, **READ, **errors(404)}
 
 
 @router.post(
     "",
     status_code=201,
-    responses={200: {"description": "Already stored: same content or runId"}, **_ERRORS},
+    responses={200: {"model": ReportCreated,
+                     "description": "Already stored: the same content (as first posted or "
+                                    "as it stands after appends) or runId"},
+               **WRITE, **errors(409)},
     openapi_extra=body_schema(Report),
 )
 def post_report(
@@ -65,8 +66,7 @@ def post_report(
 
 @router.post(
     "/{report_id}/cases",
-    responses={404: {"description": "No such report"},
-               409: {"description": "A case id is stored with other content"}, **_ERRORS},
+    responses={**WRITE, **errors(404, 409)},
     openapi_extra=body_schema(CaseList),
 )
 def append_cases(
@@ -79,25 +79,31 @@ def append_cases(
     )
 
 
-@router.get("", dependencies=[Revalidate])
+@router.get("", dependencies=[Revalidate], responses=READ)
 def list_reports(
     _read: ReadAccess,
     session: SessionDep,
-    limit: Annotated[int, Query(ge=1)] = 20,
+    # The maximum is MOESCOPE_PAGE_SIZE_MAX, set in the schema when the app is built.
+    limit: Annotated[int, Query(ge=1, description="at most MOESCOPE_PAGE_SIZE_MAX")] = 20,
     offset: Offset = 0,
     q: Annotated[ShortText | None, Query(description="Search GPU, source, date")]
     = None,
     gpu: Annotated[ShortText | None, Query()] = None,
 ) -> ReportPage:
-    """Reports, newest first. ``limit`` is capped at MOESCOPE_PAGE_SIZE_MAX."""
-    limit = min(limit, get_settings().page_size_max)
+    """Reports, newest first."""
+    page_max = get_settings().page_size_max
+    if limit > page_max:
+        raise RequestValidationError([{
+            "loc": ("query", "limit"), "type": "less_than_equal", "input": limit,
+            "msg": f"Input should be less than or equal to {page_max} (MOESCOPE_PAGE_SIZE_MAX)",
+        }])
     rows, total = reports_repo.list_reports(session, limit=limit, offset=offset, q=q, gpu=gpu)
     return ReportPage(
         items=[report_summary(r) for r in rows], total=total, limit=limit, offset=offset
     )
 
 
-@router.get("/{report_id}", responses={404: {"description": "No such report"}})
+@router.get("/{report_id}", responses=_REPORT_READ, response_model_exclude_unset=True)
 def get_report(report_id: ReportId, _read: ReadAccess, _version: ReportVersion,
                session: SessionDep) -> ReportDetail:
     row = reports_repo.get_report(session, report_id)
@@ -113,11 +119,9 @@ def get_report(report_id: ReportId, _read: ReadAccess, _version: ReportVersion,
     )
 
 
-# The sortable names as an enum-like Literal, so OpenAPI lists them.
-SortField = Literal[tuple(cases_repo.SORTABLE)]  # type: ignore[valid-type]
-
-
-@router.get("/{report_id}/cases", responses={404: {"description": "No such report"}})
+# exclude_unset: a case answers what was posted (no nulls for fields it did not send),
+# its derived fields and its caveats.
+@router.get("/{report_id}/cases", responses=_REPORT_READ, response_model_exclude_unset=True)
 def list_cases(
     report_id: ReportId,
     _read: ReadAccess,
@@ -125,16 +129,16 @@ def list_cases(
     session: SessionDep,
     filters: CaseFilterDep,
     sort: Annotated[
-        SortField,  # type: ignore[valid-type]
-        Query(description="Any wire or derived scalar field"),
-    ] = "position",
-    order: Literal["asc", "desc"] = "asc",
+        CaseSort,
+        Query(description="Report order, or any sortable wire or derived field"),
+    ] = CaseSort.position,  # type: ignore[attr-defined]
+    order: SortOrder = SortOrder.asc,
     limit: Annotated[int, Query(ge=1, le=1000)] = 1000,
     offset: Offset = 0,
 ) -> CasePage:
     """Cases with their derived fields and caveats. Repeat a filter to match any value."""
     rows, total = cases_repo.list_cases(
-        session, report_id, filters=filters, sort=sort, descending=order == "desc",
+        session, report_id, filters=filters, sort=sort.value, descending=order is SortOrder.desc,
         limit=limit, offset=offset,
     )
     return CasePage(items=[case_service.case_out(r) for r in rows], total=total, limit=limit,
@@ -142,8 +146,8 @@ def list_cases(
 
 
 # ``:path``: a case id may hold a '/' (sent as %2F, which the router sees decoded).
-@router.get("/{report_id}/cases/{case_id:path}",
-            responses={404: {"description": "No such case"}})
+@router.get("/{report_id}/cases/{case_id:path}", response_model=CaseOut,
+            responses=_REPORT_READ, response_model_exclude_unset=True)
 def get_case(
     report_id: ReportId, case_id: Annotated[Text, Path()], _read: ReadAccess,
     _version: ReportVersion, session: SessionDep,
@@ -151,7 +155,10 @@ def get_case(
     return case_service.get_case(session, report_id, case_id)
 
 
-@router.get("/{report_id}/report.json", responses={404: {"description": "No such report"}})
+@router.get(
+    "/{report_id}/report.json", operation_id="get_report_json", response_class=Response,
+    responses={200: {"model": Report, "description": "The report as posted"}, **_REPORT_READ},
+)
 def report_json(report_id: ReportId, _read: ReadAccess, version: ReportVersion,
                 session: SessionDep) -> Response:
     """The report exactly as posted, unknown fields included, appended cases in order."""
@@ -163,7 +170,7 @@ def report_json(report_id: ReportId, _read: ReadAccess, version: ReportVersion,
     )
 
 
-@router.delete("/{report_id}", status_code=204, responses={404: {"description": "No such report"}})
+@router.delete("/{report_id}", status_code=204, responses=errors(401, 403, 404, 422, 503))
 def delete_report(report_id: ReportId, _token: AdminToken, session: TransactionDep) -> Response:
     reports_repo.delete_report(session, report_id)
     return Response(status_code=204)
