@@ -42,14 +42,19 @@ def _case_field(field: CaseField) -> tuple[Any, Any]:
     return annotation, Field(None, description=description)
 
 
-CaseOut = create_model(  # type: ignore[call-overload]
-    "CaseOut",
-    __config__=ConfigDict(extra="allow"),
-    __doc__="A case as posted, with its derived fields (null where the report's meta "
-            "lacks the peak they need) and the caveats that qualify it.",
-    **{f.wire: _case_field(f) for f in FIELDS},
-    caveats=(list[Caveat], Field(description="what qualifies this case's figures")),
-)
+def case_model(fields: tuple[CaseField, ...]) -> type[BaseModel]:
+    """The case answer's model for these fields (the app's: ``CaseOut``, from FIELDS)."""
+    return create_model(  # type: ignore[call-overload, no-any-return]
+        "CaseOut",
+        __config__=ConfigDict(extra="allow"),
+        __doc__="A case as posted, with its derived fields (null where the report's meta "
+                "lacks the peak they need) and the caveats that qualify it.",
+        **{f.wire: _case_field(f) for f in fields},
+        caveats=(list[Caveat], Field(description="what qualifies this case's figures")),
+    )
+
+
+CaseOut = case_model(FIELDS)
 
 ReportFacets = create_model(  # type: ignore[call-overload]
     "ReportFacets",

@@ -63,7 +63,7 @@ class ReportDetail(ReportSummary):
 
 
 class CasePage(Out):
-    items: list[CaseOut]
+    items: list[CaseOut]  # type: ignore[valid-type]
     total: int
     limit: int
     offset: int
