@@ -158,3 +158,20 @@ def test_every_case_field_reaches_the_contract() -> None:
     properties = case_model((*FIELDS, added)).model_json_schema()["properties"]
     assert properties["hotRank"]["anyOf"] == [{"type": "integer"}, {"type": "null"}]
     assert set(properties) == {f.wire for f in FIELDS} | {"hotRank", "caveats"}
+
+
+def test_text_parameters_declare_that_nul_is_refused(open_spec: dict[str, Any]) -> None:
+    """The server refuses NUL in any text parameter (Postgres cannot hold it); the schema
+    says so, so a client or a fuzzer generating from it does not send one."""
+    texts = []
+    for op in operations(open_spec).values():
+        for parameter in op.get("parameters", []):
+            if parameter["in"] not in ("query", "path"):
+                continue
+            schema = parameter["schema"]
+            for variant in schema.get("anyOf", [schema]):
+                variant = variant.get("items", variant)
+                if variant.get("type") == "string" and "enum" not in variant:
+                    texts.append(parameter["name"])
+                    assert variant["pattern"] == "^[^\\u0000]*$", parameter
+    assert {"case_id", "caseId", "gpu", "q", "precision", "pipeline", "category"} <= set(texts)
