@@ -13,6 +13,7 @@ from api_helpers import REPORTS, error_detail, row_counts, small_report
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
+from app.case_fields import DERIVED
 from app.core.config import get_settings
 from app.main import create_app
 from db.migrate import head_revision
@@ -575,3 +576,27 @@ def test_readyz_is_503_on_a_database_without_migrations(
     finally:
         monkeypatch.undo()
         get_settings.cache_clear()
+
+
+def test_unknown_wire_fields_pass_through_the_typed_answers(
+    client: TestClient, auth: Auth, reference: Body
+) -> None:
+    """The typed answers declare the known fields; what a newer runner adds still comes
+    back, in every answer that shows the case or the meta, and in report.json."""
+    body = small_report(reference, 2)
+    body["meta"]["futureNote"] = "a note this service does not know"
+    body["cases"][1]["futureMetric"] = {"perRank": [1.5, 2.25]}
+    body["toolVersion"] = "runner 9"
+    created = _post(client, body, auth("ingest"))
+    base = f"{REPORTS}/{created['id']}"
+    case_id = body["cases"][1]["id"]
+
+    one = client.get(f"{base}/cases/{case_id}").json()
+    assert one["futureMetric"] == {"perRank": [1.5, 2.25]}
+    listed = client.get(f"{base}/cases").json()["items"]
+    assert [c.get("futureMetric") for c in listed] == [None, {"perRank": [1.5, 2.25]}]
+    # Nothing added either: a field the case did not send stays out of its answer.
+    assert set(listed[0]) == set(body["cases"][0]) | {f.wire for f in DERIVED} | {"caveats"}
+    detail = client.get(base).json()
+    assert detail["meta"] == body["meta"]
+    assert client.get(f"{base}/report.json").json() == body
