@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export MOESCOPE_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@127.0.0.1:5432/test
 
-.PHONY: install demo serve test check lint postgres bench clean plotly-bundle
+.PHONY: install demo serve test check lint postgres bench clean plotly-bundle docs-assets
 
 install: $(VENV)/.installed
 
@@ -48,6 +48,24 @@ plotly-bundle: install
 	tmp=$$(mktemp -d) && cd $$tmp && npm pack --silent plotly.js-cartesian-dist-min@$$version >/dev/null && \
 	tar xzf plotly.js-cartesian-dist-min-$$version.tgz && \
 	cp package/plotly-cartesian.min.js $(CURDIR)/static/vendor/plotly-cartesian.min.js && rm -rf $$tmp
+
+# /docs and /redoc draw with these, served by the app itself (an air-gapped cluster has no
+# CDN); refresh with the versions below (needs npm and the npm registry). Redoc's sidebar
+# footer loads its logo from its CDN, unconditionally: the URL is emptied, so the image
+# hides itself (its onError) and the page fetches nothing from outside.
+SWAGGER_UI_VERSION := 5.35.0
+REDOC_VERSION := 2.5.4
+DOCS_ASSETS := app/api/docs_assets
+docs-assets:
+	tmp=$$(mktemp -d) && cd $$tmp && \
+	npm pack --silent swagger-ui-dist@$(SWAGGER_UI_VERSION) redoc@$(REDOC_VERSION) >/dev/null && \
+	tar xzf swagger-ui-dist-$(SWAGGER_UI_VERSION).tgz && \
+	cp package/swagger-ui-bundle.js package/swagger-ui.css package/favicon-32x32.png $(CURDIR)/$(DOCS_ASSETS)/ && \
+	cp package/LICENSE $(CURDIR)/$(DOCS_ASSETS)/swagger-ui.LICENSE && rm -rf package && \
+	tar xzf redoc-$(REDOC_VERSION).tgz && \
+	sed 's#https://cdn.redoc.ly/redoc/logo-mini.svg##' package/bundles/redoc.standalone.js \
+	  > $(CURDIR)/$(DOCS_ASSETS)/redoc.standalone.js && \
+	cp package/LICENSE $(CURDIR)/$(DOCS_ASSETS)/redoc.LICENSE && rm -rf $$tmp
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache test-output

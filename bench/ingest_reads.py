@@ -49,6 +49,7 @@ from app.repository import tokens  # noqa: E402
 from app.services import reports as report_service  # noqa: E402
 from db.migrate import upgrade  # noqa: E402
 from ingest.reference import reference_report_text  # noqa: E402
+from ingest.series import series_context  # noqa: E402
 from ingest.validate import validate_report  # noqa: E402
 
 API_TARGET = 0.40
@@ -226,7 +227,8 @@ def prepare_rows(reports: list[dict[str, Any]]) -> list[Prepared]:
             report={
                 "content_sha256": report_service.canonical_sha256(raw),
                 "run_id": report.meta.runId, "date": report.meta.date, "gpu": report.meta.gpu,
-                "source": report.meta.source, "meta": raw["meta"],
+                "series": series_context(raw["meta"]), "source": report.meta.source,
+                "meta": raw["meta"],
                 "extra": {k: v for k, v in raw.items() if k not in ("meta", "cases")},
                 "case_count": len(rows), "best_percent_of_peak": best,
                 "created_at": utcnow(), "updated_at": utcnow(),

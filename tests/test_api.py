@@ -3,6 +3,7 @@ filters and sorting, delete, limits, read tokens, health, OpenAPI, the error sha
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -12,6 +13,7 @@ from api_helpers import REPORTS, error_detail, row_counts, small_report
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
+from app.case_fields import DERIVED
 from app.core.config import get_settings
 from app.main import create_app
 from db.migrate import head_revision
@@ -78,6 +80,47 @@ def test_same_run_id_other_content_is_the_same_report(
     case_id = reference["cases"][0]["id"]
     case = client.get(f"{REPORTS}/{first['id']}/cases/{case_id}").json()
     assert case["layerMS"] == reference["cases"][0]["layerMS"]
+
+
+def test_streamed_report_posted_whole_is_the_same_report(
+    client: TestClient, auth: Auth, reference: Body, session: Session
+) -> None:
+    """60 cases posted, 3 appended, then the complete file (no runId) posted: the report
+    as it stands after the appends is the same content, so the same report."""
+    headers = auth("ingest")
+    assert "runId" not in reference["meta"]
+    first = client.post(REPORTS, json=small_report(reference, 60), headers=headers)
+    assert first.status_code == 201, first.text
+    report_id = first.json()["id"]
+    appended = client.post(f"{REPORTS}/{report_id}/cases",
+                           json={"cases": reference["cases"][60:63]}, headers=headers)
+    assert appended.json()["caseCount"] == 63, appended.text
+    counts = row_counts(session)
+    assert counts[:2] == (1, 63)
+
+    whole = client.post(REPORTS, json=reference, headers=headers)
+    assert whole.status_code == 200, whole.text
+    assert whole.json() == {"id": report_id, "caseCount": 63, "created": False}
+    assert whole.headers["location"] == f"{REPORTS}/{report_id}"
+    # What report.json gives back, posted again, is that report too.
+    again = client.post(REPORTS, content=client.get(f"{REPORTS}/{report_id}/report.json").content,
+                        headers={**headers, "Content-Type": "application/json"})
+    assert (again.status_code, again.json()["id"]) == (200, report_id)
+    # The first 60 as first posted are still that report.
+    assert client.post(REPORTS, json=small_report(reference, 60),
+                       headers=headers).json()["id"] == report_id
+    assert row_counts(session) == counts
+
+    # Not the same content: the 63 cases in another order, or one number changed.
+    reordered = copy.deepcopy(reference)
+    reordered["cases"].reverse()
+    changed = copy.deepcopy(reference)
+    changed["cases"][62]["layerMS"] += 1e-9
+    for body in (reordered, changed):
+        response = client.post(REPORTS, json=body, headers=headers)
+        assert response.status_code == 201, response.text
+        assert response.json()["id"] != report_id
+    assert row_counts(session)[:2] == (3, 63 * 3)
 
 
 def test_different_reports_are_different(client: TestClient, auth: Auth, reference: Body) -> None:
@@ -203,7 +246,7 @@ def test_reports_search(client: TestClient, three_reports: list[int]) -> None:
     assert found(gpu="AMD MI355X") == [mi355]
 
 
-def test_page_size_is_capped(
+def test_page_size_over_the_maximum_is_422_and_declared(
     engine: Any, settings_env: Callable[..., None], auth: Auth, reference: Body
 ) -> None:
     settings_env(page_size_max=2)
@@ -213,8 +256,17 @@ def test_page_size_is_capped(
             body = small_report(reference, 1)
             body["meta"]["source"] = source
             _post(client, body, headers)
-        page = client.get(REPORTS, params={"limit": 500}).json()
+        # Not silently capped: the client learns the maximum, named with its setting.
+        detail = error_detail(client.get(REPORTS, params={"limit": 3}), 422, "validation_error")
+        assert [(p["loc"], p["path"]) for p in detail] == [(["query", "limit"], "limit")]
+        assert "less than or equal to 2" in detail[0]["msg"]
+        assert "MOESCOPE_PAGE_SIZE_MAX" in detail[0]["msg"]
+        page = client.get(REPORTS, params={"limit": 2}).json()
         assert len(page["items"]) == 2 and page["limit"] == 2 and page["total"] == 3
+        spec = client.get("/openapi.json").json()
+        limit = next(p for p in spec["paths"][REPORTS]["get"]["parameters"]
+                     if p["name"] == "limit")
+        assert limit["schema"]["maximum"] == 2 and limit["schema"]["minimum"] == 1
 
 
 # --- reading cases --------------------------------------------------------------------
@@ -457,7 +509,11 @@ def test_every_error_has_the_shared_shape(
         (client.get(REPORTS, params={"limit": "x"}), 422),
         (client.post(REPORTS, json={}), 401),
         (client.post(REPORTS, json={}, headers=auth("read")), 403),
-        (client.post(REPORTS, content=b"{", headers=ingest), 400),
+        (client.post(REPORTS, content=b"{",
+                     headers={**ingest, "Content-Type": "application/json"}), 400),
+        (client.post(REPORTS, content=b"{}", headers=ingest), 415),
+        (client.post(REPORTS, content=b"{}", headers={**ingest, "Content-Type": "text/plain"}),
+         415),
         (client.post(REPORTS, json={"meta": {}}, headers=ingest), 422),
         (client.post(f"{REPORTS}/{created['id']}/cases", json={"cases": [changed]},
                      headers=ingest), 409),
@@ -520,3 +576,27 @@ def test_readyz_is_503_on_a_database_without_migrations(
     finally:
         monkeypatch.undo()
         get_settings.cache_clear()
+
+
+def test_unknown_wire_fields_pass_through_the_typed_answers(
+    client: TestClient, auth: Auth, reference: Body
+) -> None:
+    """The typed answers declare the known fields; what a newer runner adds still comes
+    back, in every answer that shows the case or the meta, and in report.json."""
+    body = small_report(reference, 2)
+    body["meta"]["futureNote"] = "a note this service does not know"
+    body["cases"][1]["futureMetric"] = {"perRank": [1.5, 2.25]}
+    body["toolVersion"] = "runner 9"
+    created = _post(client, body, auth("ingest"))
+    base = f"{REPORTS}/{created['id']}"
+    case_id = body["cases"][1]["id"]
+
+    one = client.get(f"{base}/cases/{case_id}").json()
+    assert one["futureMetric"] == {"perRank": [1.5, 2.25]}
+    listed = client.get(f"{base}/cases").json()["items"]
+    assert [c.get("futureMetric") for c in listed] == [None, {"perRank": [1.5, 2.25]}]
+    # Nothing added either: a field the case did not send stays out of its answer.
+    assert set(listed[0]) == set(body["cases"][0]) | {f.wire for f in DERIVED} | {"caveats"}
+    detail = client.get(base).json()
+    assert detail["meta"] == body["meta"]
+    assert client.get(f"{base}/report.json").json() == body

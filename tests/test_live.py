@@ -134,6 +134,34 @@ def test_concurrent_posts_of_one_run_id_make_one_report(
     assert listed["caseCount"] == 63 + 16
 
 
+def test_concurrent_posts_of_a_streamed_report_whole_find_it(
+    pg_server: LiveServer, ingest_headers: dict[str, str], reference: dict[str, Any]
+) -> None:
+    """60 cases posted, 3 appended, then the complete file (no runId) posted 16 times at
+    once: every answer is the streamed report, and nothing is written."""
+    report = copy.deepcopy(reference)
+    report["meta"]["source"] = f"streamed-{uuid.uuid4().hex}"
+    assert "runId" not in report["meta"]
+    url = pg_server.url + "/api/v1/reports"
+    first = httpx.post(url, json={"meta": report["meta"], "cases": report["cases"][:60]},
+                       headers=ingest_headers)
+    assert first.status_code == 201, first.text
+    report_id = first.json()["id"]
+    appended = httpx.post(f"{url}/{report_id}/cases", json={"cases": report["cases"][60:]},
+                          headers=ingest_headers)
+    assert appended.json()["caseCount"] == 63, appended.text
+    reports_before = query(pg_server.database_url, "SELECT count(*) FROM reports")
+
+    responses = post_all_at_once(url, [json.dumps(report).encode()] * 16, ingest_headers)
+
+    assert [r.status_code for r in responses] == [200] * 16, [r.text for r in responses]
+    assert [r.json() for r in responses] == [
+        {"id": report_id, "caseCount": 63, "created": False}] * 16
+    assert query(pg_server.database_url, "SELECT count(*) FROM reports") == reports_before
+    assert query(pg_server.database_url,
+                 "SELECT count(*) FROM cases WHERE report_id = %s", report_id) == [(63,)]
+
+
 def test_ingest_cli_against_live_server(
     pg_server: LiveServer, ingest_headers: dict[str, str], reference: dict[str, Any],
     tmp_path: Path,

@@ -10,6 +10,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.core.config import get_settings
 from app.core.db import SessionDep
+from app.core.errors import UnsupportedMediaType
 from app.models import TokenRow
 from app.services.auth import COOKIE, authorise, presented_token
 from app.services.report_view import ReportCache
@@ -46,9 +47,23 @@ def report_cache(request: Request) -> ReportCache:
     return cache
 
 
+def is_json_media_type(content_type: str) -> bool:
+    """application/json or a ``+json`` type (parameters such as charset aside)."""
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/")
+                                           and media.endswith("+json"))
+
+
 async def json_body(request: Request) -> Any:
     """The body parsed strictly (NaN, Infinity and runaway nesting are rejected): FastAPI's
-    own parsing accepts NaN and then cannot serialise its own error about it."""
+    own parsing accepts NaN and then cannot serialise its own error about it. Checked to
+    be declared JSON first, so a form or a text file is not read as a report by chance."""
+    content_type = request.headers.get("content-type")
+    if content_type is None:
+        raise UnsupportedMediaType("no Content-Type header: send the body as application/json")
+    if not is_json_media_type(content_type):
+        raise UnsupportedMediaType(
+            f"Content-Type {content_type!r} is not accepted: send the body as application/json")
     return parse_json(await request.body())
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, create_model
 
+from app.api.enums import RegressionKind, Verdict
 from app.services.history import (
     CaseHistory,
     CaseVerdict,
@@ -23,7 +24,7 @@ class Out(BaseModel):
 
 class Regression(Out):
     caseId: str
-    kind: Literal["regression", "improvement"]
+    kind: RegressionKind
     metric: str
     changePercent: float
     baseline: float
@@ -32,13 +33,19 @@ class Regression(Out):
     historyUrl: str
 
 
+# How many of the report's cases got each verdict, flagged or not: one count per verdict.
+VerdictCounts = create_model(  # type: ignore[call-overload]
+    "VerdictCounts", __config__=ConfigDict(extra="forbid"),
+    **{v.value: (int, ...) for v in Verdict},
+)
+
+
 class ReportRegressions(Out):
     reportId: int
     thresholdPercent: float
     window: int
     items: list[Regression]
-    # How many of the report's cases got each verdict, flagged or not.
-    counts: dict[Status, int]
+    counts: VerdictCounts
 
 
 def regression_out(item: CaseVerdict, gpu: str, series: str) -> Regression:
@@ -47,7 +54,8 @@ def regression_out(item: CaseVerdict, gpu: str, series: str) -> Regression:
     assert v.change_percent is not None and v.baseline is not None
     assert v.noise_percent is not None
     return Regression(
-        caseId=item.case_id, kind=v.status, metric=v.metric, changePercent=v.change_percent,
+        caseId=item.case_id, kind=RegressionKind(v.status), metric=v.metric,
+        changePercent=v.change_percent,
         baseline=v.baseline, baselinePoints=v.baseline_points, noisePercent=v.noise_percent,
         historyUrl=history_path(item.case_id, gpu, series),
     )
@@ -62,7 +70,7 @@ def report_regressions_out(result: ReportVerdicts) -> ReportRegressions:
         reportId=result.report_id, thresholdPercent=result.settings.threshold_percent,
         window=result.settings.window,
         items=[regression_out(i, result.gpu, result.series) for i in result.flagged],
-        counts=counts,
+        counts=VerdictCounts(**counts),
     )
 
 
@@ -77,7 +85,7 @@ class HistoryPointOut(Out):
     usefulTFPerGPU: float
     percentOfPeak: float | None
     # The point judged against the points before it, as when it was new.
-    status: Status
+    status: Verdict
     changePercent: float | None
     baseline: float | None
     baselinePoints: int

@@ -4,12 +4,14 @@ in app.services.cases), never returned."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from app.api.case_schema import CaseOut, ReportFacets
 from app.models import ReportRow
 from ingest.derived import report_notes as notes_of
+from ingest.schema import Meta
 
 
 class Out(BaseModel):
@@ -55,16 +57,25 @@ class Note(Out):
 
 
 class ReportDetail(ReportSummary):
-    meta: dict[str, Any]
-    summary: dict[str, Any]
+    meta: Meta  # as posted, unknown fields included
+    summary: ReportFacets
     caveats: list[Note]
 
 
 class CasePage(Out):
-    items: list[dict[str, Any]]
+    items: list[CaseOut]  # type: ignore[valid-type]
     total: int
     limit: int
     offset: int
+
+
+class Health(Out):
+    status: Literal["ok"]
+
+
+class Readiness(Out):
+    status: Literal["ready"]
+    revision: str
 
 
 def report_summary(row: ReportRow) -> ReportSummary:

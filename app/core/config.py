@@ -17,6 +17,13 @@ class Settings(BaseSettings):
     db_pool_size: int = 10
     db_connect_timeout_s: float = 5.0
     retry_after_s: int = 5
+    # Origins whose pages may call the API from a browser, comma-separated ("*": any);
+    # empty: CORS off, as a same-origin dashboard needs.
+    cors_origins: str = ""
+    gzip_min_bytes: int = 1024
+
+    def cors_origin_list(self) -> list[str]:
+        return [o.strip() for o in self.cors_origins.split(",") if o.strip()]
 
 
 @lru_cache

@@ -8,9 +8,10 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app.core.config import get_settings
 from ingest.validate import InvalidPayload, format_path
@@ -61,6 +62,19 @@ class BodyTooLarge(MoescopeError):
     headers = {"Connection": "close"}
 
 
+class UnsupportedMediaType(MoescopeError):
+    status_code = 415
+    code = "unsupported_media_type"
+
+
+class NotModified(Exception):
+    """The client holds the current version (If-None-Match): 304, no body."""
+
+    def __init__(self, etag: str, cache_control: str) -> None:
+        super().__init__(etag)
+        self.headers = {"ETag": etag, "Cache-Control": cache_control}
+
+
 def error_body(code: str, detail: Any) -> dict[str, Any]:
     return {"error": code, "detail": detail}
 
@@ -91,10 +105,39 @@ def _request_validation(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(error_body("validation_error", detail), 422)
 
 
-def _http_error(_: Request, exc: Exception) -> JSONResponse:
+def _not_modified(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, NotModified)
+    return Response(status_code=304, headers=exc.headers)
+
+
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route takes at this path. Starlette's 405 names only the first
+    route's (GET and POST of one path are two routes), so each method is routed here as
+    the router would; HEAD goes with GET (``HeadAsGet``), OPTIONS is answered anywhere."""
+    methods = {"OPTIONS"}
+    for method in _METHODS:
+        scope = {**request.scope, "method": method}
+        if any(route.matches(scope)[0] is Match.FULL for route in request.app.router.routes):
+            methods.add(method)
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
+
+
+def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
-    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return JSONResponse(error_body(code, exc.detail), exc.status_code, headers=exc.headers)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(allowed_methods(request))
+        if request.method == "OPTIONS":
+            return Response(status_code=204, headers=headers)
+        detail = f"{request.method} is not allowed here; allowed: {headers['Allow']}"
+        return JSONResponse(error_body("method_not_allowed", detail), 405, headers=headers)
+    code = {404: "not_found"}.get(exc.status_code, "http_error")
+    return JSONResponse(error_body(code, exc.detail), exc.status_code, headers=headers or None)
 
 
 def _database_error(_: Request, exc: Exception) -> JSONResponse:
@@ -114,6 +157,7 @@ def _unexpected(_: Request, exc: Exception) -> JSONResponse:
 
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(MoescopeError, _moescope_error)
+    app.add_exception_handler(NotModified, _not_modified)
     app.add_exception_handler(InvalidPayload, _invalid_payload)
     app.add_exception_handler(RequestValidationError, _request_validation)
     app.add_exception_handler(StarletteHTTPException, _http_error)

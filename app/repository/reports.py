@@ -56,6 +56,20 @@ def find_repeat(session: Session, content_sha256: str, run_id: str | None) -> in
     return found
 
 
+def same_shape_reports(
+    session: Session, *, content_sha256: str, date: str, gpu: str, series: str, case_count: int
+) -> list[int]:
+    """Reports without a runId, stored under other content, that match a posted report's
+    date, GPU, series and case count: those that may have grown by appends into it."""
+    return list(session.execute(
+        select(ReportRow.id).where(
+            ReportRow.run_id.is_(None), ReportRow.date == date, ReportRow.gpu == gpu,
+            ReportRow.series == series, ReportRow.case_count == case_count,
+            ReportRow.content_sha256 != content_sha256,
+        ).order_by(ReportRow.id)
+    ).scalars().all())
+
+
 def case_count(session: Session, report_id: int) -> int:
     return int(session.execute(
         select(ReportRow.case_count).where(ReportRow.id == report_id)

@@ -59,6 +59,10 @@ def ingest_report(session: Session, raw: dict[str, Any], report: Report) -> Inge
 
     ``raw`` is the parsed JSON as posted; it is what ``report.json`` gives back."""
     sha = canonical_sha256(raw)
+    if report.meta.runId is None:
+        grown = _grown_into(session, sha, report, raw)
+        if grown is not None:
+            return IngestResult(grown, len(report.cases), created=False)
     new_id = reports_repo.insert_report(
         session, content_sha256=sha, run_id=report.meta.runId, date=report.meta.date,
         gpu=report.meta.gpu, series=series_context(raw["meta"]), source=report.meta.source,
@@ -77,6 +81,24 @@ def ingest_report(session: Session, raw: dict[str, Any], report: Report) -> Inge
         added = append_cases(session, existing, raw["cases"], report.cases).added
     return IngestResult(existing, reports_repo.case_count(session, existing), created=False,
                         cases_added=added)
+
+
+def _grown_into(session: Session, sha: str, report: Report, raw: dict[str, Any]) -> int | None:
+    """The stored report that appends made into exactly this content: a streamed report
+    posted whole afterwards (report.json as it stands) is that report, not a new one.
+
+    A runId already names the report it repeats, and the content it was first posted with
+    is caught by the insert's ON CONFLICT; this looks only where neither applies. Read
+    before the insert: concurrent posts of the same whole file all find the grown report,
+    and where none exists yet they race on the content hash's unique constraint as any
+    first post does."""
+    candidates = reports_repo.same_shape_reports(
+        session, content_sha256=sha, date=report.meta.date, gpu=report.meta.gpu,
+        series=series_context(raw["meta"]), case_count=len(report.cases))
+    for report_id in candidates:
+        if canonical_sha256(reports_repo.report_document(session, report_id)) == sha:
+            return report_id
+    return None
 
 
 def append_cases(

@@ -6,34 +6,40 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
+from app.api.caching import read_headers
 from app.api.deps import ReadAccess, Reports
 from app.api.params import CaseFilterDep, ReportId, ReportIdQuery
+from app.api.responses import READ, errors
 from app.core.db import SessionDep
 from app.export.service import Export, export_compare, export_report
 
 router = APIRouter(tags=["export"])
 
 _HTML: dict[int | str, dict[str, Any]] = {
-    200: {"content": {"text/html": {}}, "description": "The export, as a download"},
-    404: {"description": "No such report"},
+    200: {"content": {"text/html": {"schema": {"type": "string"}}},
+          "description": "The export, as a download"},
+    **READ, **errors(404),
 }
 
 
 def _download(export: Export) -> Response:
     return Response(
         content=export.html.encode("utf-8"), media_type="text/html; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="{export.filename}"'},
+        headers={"Content-Disposition": f'attachment; filename="{export.filename}"',
+                 **read_headers()},
     )
 
 
-@router.get("/reports/{report_id}/export.html", response_class=Response, responses=_HTML)
+@router.get("/reports/{report_id}/export.html", operation_id="export_report",
+            response_class=Response, responses=_HTML)
 def report_export(report_id: ReportId, _read: ReadAccess, session: SessionDep,
                   filters: CaseFilterDep, reports: Reports) -> Response:
     """The report page's view as one offline HTML file (the case filters of /cases)."""
     return _download(export_report(session, report_id, filters, reports=reports))
 
 
-@router.get("/compare/export.html", response_class=Response, responses=_HTML)
+@router.get("/compare/export.html", operation_id="export_compare", response_class=Response,
+            responses=_HTML)
 def compare_export(base: ReportIdQuery, head: ReportIdQuery, _read: ReadAccess,
                    session: SessionDep, reports: Reports) -> Response:
     """The compare page (``base`` against ``head``) as one offline HTML file."""

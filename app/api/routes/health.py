@@ -5,6 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
+from app.api.responses import errors
+from app.api.schemas import Health, Readiness
 from app.core.config import get_settings
 from app.core.db import get_engine
 from app.core.errors import error_body
@@ -14,13 +16,13 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
+def healthz() -> Health:
     """The process is up."""
-    return {"status": "ok"}
+    return Health(status="ok")
 
 
-@router.get("/readyz", responses={503: {"description": "Database unreachable or not at head"}})
-def readyz() -> JSONResponse:
+@router.get("/readyz", response_model=Readiness, responses=errors(503))
+def readyz() -> JSONResponse | Readiness:
     """The database is reachable and migrated to the head revision."""
     try:
         problem = unmigrated(get_engine())
@@ -31,4 +33,4 @@ def readyz() -> JSONResponse:
         )
     if problem:
         return JSONResponse(error_body("database_not_migrated", problem), 503)
-    return JSONResponse({"status": "ready", "revision": head_revision()})
+    return Readiness(status="ready", revision=head_revision())

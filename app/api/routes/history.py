@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import StringConstraints
 
+from app.api.caching import Revalidate
 from app.api.deps import ReadAccess
 from app.api.history_schemas import (
     HistoryOut,
@@ -15,17 +16,19 @@ from app.api.history_schemas import (
     report_regressions_out,
 )
 from app.api.params import ReportId, Text
+from app.api.responses import READ, errors
 from app.core.db import SessionDep
 from app.services.history import case_history, report_regressions
 from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_POINTS, Settings
 
-router = APIRouter(tags=["history"])
+router = APIRouter(tags=["history"], dependencies=[Revalidate])
 
 ThresholdPercent = Annotated[float, Query(gt=0, le=1000, description="minimum change, percent")]
 Window = Annotated[int, Query(ge=MIN_POINTS, le=1000, description="earlier points in the baseline")]
 
 
-@router.get("/reports/{report_id}/regressions", responses={404: {"description": "No such report"}})
+@router.get("/reports/{report_id}/regressions", operation_id="list_regressions",
+            responses={**READ, **errors(404)})
 def regressions(
     report_id: ReportId, _read: ReadAccess, session: SessionDep,
     threshold: ThresholdPercent = DEFAULT_THRESHOLD_PERCENT, window: Window = DEFAULT_WINDOW,
@@ -36,7 +39,7 @@ def regressions(
     return report_regressions_out(report_regressions(session, report_id, settings))
 
 
-@router.get("/history", responses={404: {"description": "No such case on that GPU"}})
+@router.get("/history", operation_id="get_history", responses={**READ, **errors(404)})
 def history(
     _read: ReadAccess, session: SessionDep,
     caseId: Annotated[Text, StringConstraints(max_length=300), Query()],  # noqa: N803

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
-from pydantic import AfterValidator, StringConstraints
+from fastapi.exceptions import RequestValidationError
+from pydantic import StringConstraints
 
+from app.api.caching import ReportVersion, Revalidate, read_headers
+from app.api.case_schema import CaseOut
 from app.api.deps import AdminToken, IngestToken, JsonBody, ReadAccess
+from app.api.enums import CaseSort, SortOrder
 from app.api.openapi import body_schema
-from app.api.params import CaseFilterDep, ReportId, Text, no_nul
+from app.api.params import CaseFilterDep, ReportId, Text
+from app.api.responses import NOT_MODIFIED, READ, WRITE, errors
 from app.api.schemas import (
     CasePage,
     CasesAppended,
@@ -33,22 +38,19 @@ router = APIRouter(prefix="/reports", tags=["reports"])
 
 # Bounds of the columns they are compared with: past them the database raises (a 500).
 Offset = Annotated[int, Query(ge=0, le=INT64_MAX)]
-ShortText = Annotated[str, StringConstraints(max_length=200), AfterValidator(no_nul)]
+ShortText = Annotated[Text, StringConstraints(max_length=200)]
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"description": "Malformed JSON"},
-    401: {"description": "Missing, unknown or revoked token"},
-    403: {"description": "Token lacks the scope"},
-    413: {"description": "Body over MOESCOPE_MAX_BODY_MB"},
-    422: {"description": "Invalid report: every problem with its JSON path"},
-    503: {"description": "Database unavailable (Retry-After)"},
-}
+# One report's reads: the report can be missing, and the client can hold its version.
+_REPORT_READ = {**NOT_MODIFIED, **READ, **errors(404)}
 
 
 @router.post(
     "",
     status_code=201,
-    responses={200: {"description": "Already stored: same content or runId"}, **_ERRORS},
+    responses={200: {"model": ReportCreated,
+                     "description": "Already stored: the same content (as first posted or "
+                                    "as it stands after appends) or runId"},
+               **WRITE, **errors(409)},
     openapi_extra=body_schema(Report),
 )
 def post_report(
@@ -64,8 +66,7 @@ def post_report(
 
 @router.post(
     "/{report_id}/cases",
-    responses={404: {"description": "No such report"},
-               409: {"description": "A case id is stored with other content"}, **_ERRORS},
+    responses={**WRITE, **errors(404, 409)},
     openapi_extra=body_schema(CaseList),
 )
 def append_cases(
@@ -78,26 +79,33 @@ def append_cases(
     )
 
 
-@router.get("")
+@router.get("", dependencies=[Revalidate], responses=READ)
 def list_reports(
     _read: ReadAccess,
     session: SessionDep,
-    limit: Annotated[int, Query(ge=1)] = 20,
+    # The maximum is MOESCOPE_PAGE_SIZE_MAX, set in the schema when the app is built.
+    limit: Annotated[int, Query(ge=1, description="at most MOESCOPE_PAGE_SIZE_MAX")] = 20,
     offset: Offset = 0,
     q: Annotated[ShortText | None, Query(description="Search GPU, source, date")]
     = None,
     gpu: Annotated[ShortText | None, Query()] = None,
 ) -> ReportPage:
-    """Reports, newest first. ``limit`` is capped at MOESCOPE_PAGE_SIZE_MAX."""
-    limit = min(limit, get_settings().page_size_max)
+    """Reports, newest first."""
+    page_max = get_settings().page_size_max
+    if limit > page_max:
+        raise RequestValidationError([{
+            "loc": ("query", "limit"), "type": "less_than_equal", "input": limit,
+            "msg": f"Input should be less than or equal to {page_max} (MOESCOPE_PAGE_SIZE_MAX)",
+        }])
     rows, total = report_page(session, limit=limit, offset=offset, q=q, gpu=gpu)
     return ReportPage(
         items=[report_summary(r) for r in rows], total=total, limit=limit, offset=offset
     )
 
 
-@router.get("/{report_id}", responses={404: {"description": "No such report"}})
-def get_report(report_id: ReportId, _read: ReadAccess, session: SessionDep) -> ReportDetail:
+@router.get("/{report_id}", responses=_REPORT_READ, response_model_exclude_unset=True)
+def get_report(report_id: ReportId, _read: ReadAccess, _version: ReportVersion,
+               session: SessionDep) -> ReportDetail:
     detail = report_detail(session, report_id)
     return ReportDetail(
         **report_summary(detail.row).model_dump(),
@@ -107,52 +115,57 @@ def get_report(report_id: ReportId, _read: ReadAccess, session: SessionDep) -> R
     )
 
 
-# The sortable names as an enum-like Literal, so OpenAPI lists them.
-SortField = Literal[case_service.SORT_FIELDS]  # type: ignore[valid-type]
-
-
-@router.get("/{report_id}/cases", responses={404: {"description": "No such report"}})
+# exclude_unset: a case answers what was posted (no nulls for fields it did not send),
+# its derived fields and its caveats.
+@router.get("/{report_id}/cases", responses=_REPORT_READ, response_model_exclude_unset=True)
 def list_cases(
     report_id: ReportId,
     _read: ReadAccess,
+    _version: ReportVersion,
     session: SessionDep,
     filters: CaseFilterDep,
     sort: Annotated[
-        SortField,
-        Query(description="Any wire or derived scalar field"),
-    ] = "position",
-    order: Literal["asc", "desc"] = "asc",
+        CaseSort,
+        Query(description="Report order, or any sortable wire or derived field"),
+    ] = CaseSort.position,  # type: ignore[attr-defined]
+    order: SortOrder = SortOrder.asc,
     limit: Annotated[int, Query(ge=1, le=1000)] = 1000,
     offset: Offset = 0,
 ) -> CasePage:
     """Cases with their derived fields and caveats. Repeat a filter to match any value."""
     items, total = case_service.case_page(
-        session, report_id, filters=filters, sort=sort, descending=order == "desc",
+        session, report_id, filters=filters, sort=sort.value, descending=order is SortOrder.desc,
         limit=limit, offset=offset,
     )
     return CasePage(items=items, total=total, limit=limit, offset=offset)
 
 
 # ``:path``: a case id may hold a '/' (sent as %2F, which the router sees decoded).
-@router.get("/{report_id}/cases/{case_id:path}",
-            responses={404: {"description": "No such case"}})
+@router.get("/{report_id}/cases/{case_id:path}", response_model=CaseOut,
+            responses=_REPORT_READ, response_model_exclude_unset=True)
 def get_case(
-    report_id: ReportId, case_id: Annotated[Text, Path()], _read: ReadAccess, session: SessionDep
+    report_id: ReportId, case_id: Annotated[Text, Path()], _read: ReadAccess,
+    _version: ReportVersion, session: SessionDep,
 ) -> dict[str, Any]:
     return case_service.get_case(session, report_id, case_id)
 
 
-@router.get("/{report_id}/report.json", responses={404: {"description": "No such report"}})
-def report_json(report_id: ReportId, _read: ReadAccess, session: SessionDep) -> Response:
+@router.get(
+    "/{report_id}/report.json", operation_id="get_report_json", response_class=Response,
+    responses={200: {"model": Report, "description": "The report as posted"}, **_REPORT_READ},
+)
+def report_json(report_id: ReportId, _read: ReadAccess, version: ReportVersion,
+                session: SessionDep) -> Response:
     """The report exactly as posted, unknown fields included, appended cases in order."""
     return Response(
         content=report_json_bytes(session, report_id),
         media_type="application/json",
-        headers={"Content-Disposition": f'inline; filename="report-{report_id}.json"'},
+        headers={"Content-Disposition": f'inline; filename="report-{report_id}.json"',
+                 **read_headers(version)},
     )
 
 
-@router.delete("/{report_id}", status_code=204, responses={404: {"description": "No such report"}})
+@router.delete("/{report_id}", status_code=204, responses=errors(401, 403, 404, 422, 503))
 def delete_report(report_id: ReportId, _token: AdminToken, session: TransactionDep) -> Response:
     report_service.delete(session, report_id)
     return Response(status_code=204)
