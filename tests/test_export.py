@@ -62,8 +62,9 @@ def expected_caveats(cases: list[dict[str, Any]]) -> dict[str, int]:
         assert case["numericalAccepted"] and case["graphAccepted"] and not case["ooms"]
         if _spread(case) > 5.0:
             counts["noisy_windows"] += 1
-        if case["ep"] > 1 and case["logicalForwardPayloadBytesRank0"] == 0:
-            counts["local_only_payload"] += 1
+        rows = case["receiveRows"]
+        if max(rows) >= 2 * (sum(rows) / len(rows)):
+            counts["hot_rank"] += 1
     return dict(counts)
 
 
@@ -95,7 +96,7 @@ def test_export_shows_header_notes_caveats_summary_charts_and_every_case(
 
     caveats = {row[0]: int(row[1]) for row in table_rows(root.by_id("export-caveats"))[1:]}
     assert caveats == expected_caveats(reference["cases"]) == {
-        "local_only_payload": 4, "noisy_windows": 16}
+        "hot_rank": 28, "noisy_windows": 16}  # hot: the 28 cases of imbalance 4 and 8
 
     # Summary: % of peak from the report's own peaks, by hand.
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -247,12 +248,12 @@ def test_cli_filters_are_the_filterable_fields() -> None:
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)
     given = {"mode": "training", "ep": "8", "precision": "bf16", "pipeline": "mega",
-             "category": "single_layer", "F": "3072", "imbalance": "4"}
+             "category": "single_layer", "F": "3072", "imbalance": "4", "limiter": "nvlink"}
     assert set(given) == {f.wire for f in FILTERABLE}
     args = parser.parse_args(["1", *(f"--{name}={value}" for name, value in given.items())])
     assert CaseFilter(**{f.wire: getattr(args, f.wire) for f in FILTERABLE}) == CaseFilter(
         mode=["training"], ep=[8], precision=["bf16"], pipeline=["mega"],
-        category=["single_layer"], F=[3072], imbalance=[4.0])
+        category=["single_layer"], F=[3072], imbalance=[4.0], limiter=["nvlink"])
     with pytest.raises(SystemExit):
         parser.parse_args(["1", "--mode", "serving"])
 

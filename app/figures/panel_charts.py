@@ -143,9 +143,10 @@ def routing_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     return figure(data, layout, empty=missing(cases, "received rows per rank"))
 
 
-# A configuration: the values of the filterable fields. A line's label names those that its
-# style (precision, pipeline: see series_key) does not show.
-_CONFIGURATION = tuple(f.wire for f in FILTERABLE)
+# A configuration: the values of the filterable fields the runner set (a derived one, the
+# limiter, is an outcome). A line's label names those that its style (precision, pipeline:
+# see series_key) does not show.
+_CONFIGURATION = tuple(f.wire for f in FILTERABLE if not f.derived)
 _UNSTYLED = tuple(w for w in _CONFIGURATION if w not in ("precision", "pipeline"))
 
 
