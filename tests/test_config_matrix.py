@@ -10,9 +10,15 @@ from typing import Any
 
 import pytest
 from api_helpers import REPORTS
+from export_helpers import parse, table_rows
 from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
 
+from app.case_fields import CaseFilter
+from app.export.service import export_report
+from app.services import reports as report_service
 from app.services.matrix import build_matrix
+from ingest.validate import validate_report
 
 Auth = Callable[[str], dict[str, str]]
 Body = dict[str, Any]
@@ -110,3 +116,22 @@ def test_one_category_needs_no_category_in_the_label(reference: Body) -> None:
     # percentOfPeak is not on the wire: a case without it is a cell without a value.
     assert all(cell is None or cell.value is None for r in matrix.rows for cell in r.cells)
     assert all(r.best is None for r in matrix.rows)
+
+
+def test_the_export_draws_the_same_matrix(session: Session, reference: Body) -> None:
+    result = report_service.ingest_report(session, reference, validate_report(reference))
+    session.commit()
+    document = export_report(session, result.id, CaseFilter(mode=["training"])).html
+    section = parse(document).by_id("export-matrix")
+    lines = table_rows(section.find_all("table")[0])
+    assert lines[0] == ["configuration", "bf16", "mxfp8"]
+    assert lines[1] == ["standard", "staged", "mega"]
+    assert lines[2] == ["training"]
+    body = lines[3:]
+    training = [c for c in reference["cases"] if c["mode"] == "training"]
+    assert len(body) == len({_config(c) for c in training}) == 9
+    # EP32 F3072 i1: bf16 1366.6, mxfp8 staged 1921.8 (the best), mega 1875.6 TFLOP/s.
+    assert body[0] == ["EP32 F3072 i1 single_layer", "1,367", "\u2605 1,922", "1,876"]
+    links = [a.attrs["href"] for a in section.find_all("a")]
+    assert "#case-training-ep32-mxfp8-staged-single_layer-F3072-i1" in links
+    assert parse(document).by_id("case-training-ep32-mxfp8-staged-single_layer-F3072-i1")

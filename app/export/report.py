@@ -15,6 +15,7 @@ from app.export.footer import Footer
 from app.export.summary import summary_rows
 from app.figures import Case
 from app.services.history import CaseVerdict, ReportVerdicts
+from app.services.matrix import build_matrix
 from ingest.derived import report_notes
 from ingest.regressions import Settings
 
@@ -67,12 +68,14 @@ def report_html(view: ReportView, footer: Footer, verdicts: ReportVerdicts | Non
                 ) -> str:
     header = view.header
     charts = {chart_id(p.key): export_spec(p.figure) for p in view.panels}
+    matrix = build_matrix(view.cases)
     return render(
         "report.html.j2", charts,
         title=f"moescope report {header.id}: {header.gpu} {header.date}",
         header=header, view=view, filters=filters_text(view.filters),
         notes=report_notes(view.meta), caveats=view.caveats,
         summary=summary_rows(view.cases), panels=view.panels, chart_id=chart_id,
+        matrix=matrix,
         columns=[(f.wire, f.label) for f in TABLED],
         rows=[(_cells(case), [c["code"] for c in case.get("caveats", [])])
               for case in view.cases],

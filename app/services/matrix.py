@@ -8,6 +8,7 @@ import csv
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any, Literal
 
 from sqlalchemy.orm import Session
@@ -98,6 +99,11 @@ class Matrix:
     metric: MatrixMetric
     columns: tuple[tuple[str, str], ...]  # (precision, pipeline)
     rows: tuple[MatrixRow, ...]
+
+    def precision_spans(self) -> list[tuple[str, int]]:
+        """Each precision of the columns with how many pipelines it spans (the header)."""
+        return [(precision, len(list(group)))
+                for precision, group in groupby(c[0] for c in self.columns)]
 
     def text(self, value: float | str | None) -> str:
         if value is None:

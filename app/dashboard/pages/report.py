@@ -20,6 +20,7 @@ from app.dashboard import (
     filters,
     history_view,
     links,
+    matrix_table,
     moved_cases,
     report_view,
 )
@@ -32,6 +33,7 @@ from app.dashboard.components import (
     style_legend,
     table,
 )
+from app.services.matrix import build_matrix, report_matrix
 from ingest.derived import report_notes
 
 dash.register_page(__name__, path_template="/reports/<report_id>",
@@ -145,6 +147,7 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         html.Div(view.count_text, id="report-count", className="count"),
         html.Div(view.banner, id="report-cap-banner", className="cap-banner",
                  hidden=not view.banner),
+        matrix_table.matrix_section(rid, build_matrix(view.cases)),
         moved_cases.moved_cases_section(marks),
         html.Div(style_legend(view.charted), id="report-legend", className="style-legend"),
         html.Div(chart_rows(view.panels), id="report-charts"),
@@ -182,6 +185,18 @@ def refilter(*args: Any) -> list[Any]:
     return [*[p.figure for p in view.panels], *[chart_aside(p) for p in view.panels],
             view.rows, view.count_text, view.banner, not view.banner, view.search,
             style_legend(view.charted), links.report_export_href(report_id, view.filters)]
+
+
+@callback(Output("report-matrix", "children"), Input("report-matrix-metric", "value"),
+          [Input(f"report-filter-{f.wire}", "value") for f in FILTERABLE],
+          State("report-id", "data"), prevent_initial_call=True)
+def rematrix(metric: str, *args: Any) -> html.Div:
+    """The matrix for the chosen metric and filters."""
+    *values, report_id = args
+    with session_scope() as session:
+        matrix = report_matrix(session, int(report_id), filters.filters_from_controls(values),
+                               metric)
+    return matrix_table.matrix_table(int(report_id), matrix)
 
 
 # The view's filters go into the address bar without a page reload, so a view can be
