@@ -144,8 +144,8 @@ def _drawn_ids(spec: dict[str, Any]) -> set[str]:
     """Every case id a chart draws (hover ids, heatmap rows)."""
     ids: set[str] = set()
     for trace in spec["data"]:
-        if trace["type"] == "heatmap":
-            ids.update(trace["y"])
+        if trace["type"] == "heatmap":  # rows are labelled by configuration; hover names ids
+            ids.update(row[0] for row in trace["customdata"])
         else:
             ids.update(row[0] for row in trace.get("customdata") or [])
     return ids

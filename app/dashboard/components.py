@@ -60,22 +60,31 @@ _GLYPHS = {"circle": "\u25cf", "square": "\u25a0", "diamond": "\u25c6",
 
 
 def style_legend(cases: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """One legend for all the charts: colour per precision, marker (and bar hatching) per
-    pipeline, from the mapping functions the figures use."""
+    """One legend for all the charts: colour and marker shape per precision, a mark inside
+    the marker (and bar hatching) per pipeline, from the mapping functions the figures
+    use."""
     precisions = sorted({str(c["precision"]) for c in cases})
     pipelines = sorted({str(c["pipeline"]) for c in cases})
-    colours = [html.Span([html.Span("\u25a0", className="swatch",
-                                    style={"color": figures.precision_colour(p)}), p],
-                         className="legend-item") for p in precisions]
+    colours = []
+    for p in precisions:
+        shape = figures.precision_symbol(p)
+        colours.append(html.Span([
+            html.Span(_GLYPHS.get(shape, "\u25a0"), className="swatch",
+                      style={"color": figures.precision_colour(p)}), p],
+            className="legend-item"))
     markers = []
     for p in pipelines:
-        symbol = figures.pipeline_symbol(p)
+        mark = figures.pipeline_symbol(p)
         hatch = figures.pipeline_pattern(p)
         markers.append(html.Span([
-            html.Span(_GLYPHS.get(symbol, symbol), className="swatch"), p,
+            html.Span(_MARKS.get(mark, mark), className="swatch"), p,
             html.Span(f" (bars {'hatched ' + hatch if hatch else 'plain'})",
                       className="muted")], className="legend-item"))
     return [html.Span("precision", className="legend-label"), *colours,
             html.Span("pipeline", className="legend-label"), *markers,
-            html.Span("open markers: RX / reserved; light bars: backward / scratch",
-                      className="muted")]
+            html.Span("dark outline: the case carries a caveat; open markers: RX / reserved; "
+                      "light bars: backward / scratch", className="muted")]
+
+
+# The pipeline's mark inside a precision's marker, as text.
+_MARKS = {"": "plain", "-cross": "+ inside", "-x": "\u00d7 inside", "-dot": "\u2022 inside"}

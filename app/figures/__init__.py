@@ -25,15 +25,18 @@ from app.figures.style import (
     Case,
     Meta,
     Spec,
+    marker_symbol,
     pipeline_pattern,
     pipeline_symbol,
     precision_colour,
+    precision_symbol,
     text,
 )
 
 __all__ = [
     "CHARTS", "Case", "Chart", "Meta", "Spec", "case_memory_spec",
     "case_specs", "history_specs", "matching_series", "memory_spec", "phases_spec",
-    "pipeline_pattern", "pipeline_symbol", "precision_colour", "scaling_spec",
+    "marker_symbol", "pipeline_pattern", "pipeline_symbol", "precision_colour",
+    "precision_symbol", "scaling_spec",
     "text", "to_figure", "verdict_text",
 ]

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from app.case_fields import CaseFilter
 from app.figures import Case
+from app.figures.configuration import Configuration, configuration, variant, variant_key
 from app.services import cases as case_service
 
 
@@ -35,49 +36,6 @@ METRICS: dict[str, MatrixMetric] = {m.wire: m for m in (
     MatrixMetric("limiter", "limiter", None),
 )}
 DEFAULT_METRIC = "usefulTFPerGPU"
-
-# Known values first, in the order an engineer reads them; others follow alphabetically.
-_ORDER = {
-    "mode": ("inference", "training"),
-    "precision": ("bf16", "mxfp8", "nvfp4"),
-    "pipeline": ("standard", "staged", "mega"),
-}
-
-
-def rank(field: str, value: Any) -> tuple[int, str]:
-    known = _ORDER.get(field, ())
-    return (known.index(value), "") if value in known else (len(known), str(value))
-
-
-@dataclass(frozen=True)
-class Configuration:
-    mode: str
-    ep: int
-    category: str
-    F: int
-    imbalance: float
-
-    def sort_key(self) -> tuple[Any, ...]:
-        return (rank("mode", self.mode), self.ep, self.F, self.imbalance, self.category)
-
-    def label(self, with_category: bool = False) -> str:
-        """``EP8 F3072 i1``: short enough for an axis; the category where it tells apart."""
-        text = f"EP{self.ep} F{self.F} i{self.imbalance:g}"
-        return f"{text} {self.category}" if with_category else text
-
-
-def configuration(case: Case) -> Configuration:
-    return Configuration(str(case["mode"]), int(case["ep"]), str(case["category"]),
-                         int(case["F"]), float(case["imbalance"]))
-
-
-def variant(case: Case) -> tuple[str, str]:
-    return str(case["precision"]), str(case["pipeline"])
-
-
-def variant_key(pair: tuple[str, str]) -> tuple[Any, ...]:
-    return (rank("precision", pair[0]), rank("pipeline", pair[1]))
-
 
 @dataclass(frozen=True)
 class MatrixCell:
