@@ -453,3 +453,30 @@ def test_phase_chart_stacks_each_cases_phases(cases: list[dict[str, Any]],
     dispatch = next(t for t in spec["data"] if t["name"] == "dispatch")
     assert dispatch["customdata"][0][2] == "410.0 GB/s per rank"
     assert dispatch["customdata"][1][2] == ""
+
+
+def test_roofline_points_roofs_and_ridges(
+    built: dict[str, go.Figure], cases: list[dict[str, Any]]
+) -> None:
+    fig = built["roofline"]
+    # Intensity = useful FLOPs / analytical HBM bytes = usefulTFPerGPU x 1000 /
+    # analyticalHBMGBps (both per layer time): case 0, 1139.98 x 1000 / 4703.43 = 242.4.
+    got = {}
+    for trace in fig.data:
+        if trace.customdata is not None:
+            got.update(zip(ids(trace), zip(trace.x, trace.y, strict=True), strict=True))
+    assert got == {c["id"]: (pytest.approx(c["usefulTFPerGPU"] * 1000 / c["analyticalHBMGBps"]),
+                             c["usefulTFPerGPU"]) for c in cases}
+    assert got[cases[0]["id"]][0] == pytest.approx(1139.9839390712232 * 1000 / 4703.434270325753)
+    # Ridge points: peak TFLOP/s x 1000 / 8000 GB/s: bf16 312.5, mxfp8 625, nvfp4 1875 FLOP/B,
+    # where each compute roof starts at its peak.
+    roofs = {t.name: t for t in fig.data if t.name and "compute roof" in t.name}
+    for precision, peak, at in (("bf16", 2500, 312.5), ("mxfp8", 5000, 625.0),
+                                ("nvfp4", 15000, 1875.0)):
+        roof = roofs[f"{precision} compute roof"]
+        assert roof.x[0] == pytest.approx(at) and list(roof.y) == [peak, peak]
+        assert f"ridge {at:,.0f} FLOP/B" in roof.text[0]
+    (hbm,) = [t for t in fig.data if t.name and t.name.startswith("HBM roof")]
+    # The HBM roof: attained = intensity x 8000 GB/s / 1000, up to the highest ridge.
+    assert hbm.y[1] == pytest.approx(hbm.x[1] * 8000 / 1000) and hbm.x[1] == pytest.approx(1875)
+    assert fig.layout.xaxis.type == "log" and "HBM byte" in fig.layout.xaxis.title.text

@@ -1,4 +1,4 @@
-"""The ten report charts, each with the meta notes that qualify it."""
+"""The eleven report charts, each with the meta notes that qualify it."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from app.figures.report_charts import (
     phases_spec,
     throughput_spec,
 )
+from app.figures.roofline import roofline_spec
 from app.figures.style import Case, Meta, Spec
 
 
@@ -51,6 +52,7 @@ CHARTS: tuple[Chart, ...] = (
     Chart("memory", "Memory", memory_spec, ("memoryNote",)),
     Chart("routing", "Routing", routing_spec, ()),
     Chart("scaling", "Scaling", scaling_spec, ("timingNote",)),
+    Chart("roofline", "Roofline", roofline_spec, ("peakNote", "bandwidthNote")),
     Chart("intensity", "Arithmetic intensity", arithmetic_intensity_spec, ("timingNote",)),
     Chart("phases", "Phases", phases_spec, ("phaseNote", "timingNote")),
 )

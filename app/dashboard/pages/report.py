@@ -1,5 +1,6 @@
-"""/reports/<id> — one report: header, filters (kept in the URL), ten charts each with
-the notes and caveats that qualify it, the notes panel, the case table, CSV."""
+"""/reports/<id> — one report: header, filters (kept in the URL), the configuration matrix,
+eleven charts each with the notes and caveats that qualify it, the notes panel, the case
+table, CSV."""
 
 from __future__ import annotations
 
