@@ -16,8 +16,8 @@ from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.dashboard import (
     case_table,
-    case_view,
     charts,
+    filter_options,
     filters,
     history_view,
     links,
@@ -62,15 +62,15 @@ def header(h: report_view.ReportHeader, export_href: str) -> html.Div:
     ], className="report-header")
 
 
-def filter_controls(options: dict[str, list[Any]], chosen: CaseFilter) -> html.Div:
+def filter_controls(options: dict[str, list[dict[str, Any]]], chosen: CaseFilter) -> html.Div:
+    """A dropdown per filterable field; each option with its count under the other
+    filters, disabled at 0 (filter_options)."""
     controls = []
     for name in (f.wire for f in FILTERABLE):
         controls.append(html.Label([
             html.Span(name),
             dcc.Dropdown(
-                id=f"report-filter-{name}",
-                options=[{"label": case_view.display_value(v), "value": str(v)}
-                         for v in options.get(name, [])],
+                id=f"report-filter-{name}", options=options.get(name, []),
                 value=[str(v) for v in getattr(chosen, name)], multi=True,
                 placeholder="all",
             ),
@@ -134,24 +134,33 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
             if rid is None:
                 raise NotFound(f"report {report_id} does not exist")
             marks = history_view.report_marks(session, rid)
-            view = report_view.report_view(session, rid, filters.filters_from_query(query),
+            data = report_view.report_data(session, rid)
+            problems = filter_options.url_problems(query, data.facets)
+            chosen = filter_options.known_filters(filters.filters_from_query(query),
+                                                  data.facets)
+            view = report_view.report_view(session, rid, chosen,
                                            history_view.hover_marks(marks.marks))
         except NotFound as exc:
             return not_found(exc.detail)
+    hint = filter_options.empty_hint(data.cases, chosen)
     return html.Div([
         dcc.Store(id="report-id", data=rid),
         dcc.Store(id="report-history-marks", data=marks.marks),
         dcc.Store(id="report-search", data=view.search),
         dcc.Store(id="report-search-applied"),
         header(view.header, links.report_export_href(rid, view.filters)),
-        filter_controls(view.facets, view.filters),
+        html.Div([html.P(p) for p in problems], id="report-url-problems",
+                 className="url-problems", hidden=not problems),
+        filter_controls(filter_options.all_options(data.facets, data.cases, chosen), chosen),
         html.Div(view.count_text, id="report-count", className="count"),
+        html.Div(hint, id="report-empty", className="empty-hint", hidden=not hint),
         html.Div(view.banner, id="report-cap-banner", className="cap-banner",
                  hidden=not view.banner),
         matrix_table.matrix_section(rid, build_matrix(view.cases)),
         moved_cases.moved_cases_section(marks),
         html.Div(style_legend(view.charted), id="report-legend", className="style-legend"),
-        html.Div(chart_rows(view.panels), id="report-charts"),
+        # An empty view draws no empty axes: the hint above says what to relax.
+        html.Div(chart_rows(view.panels), id="report-charts", hidden=bool(hint)),
         html.Section([html.H2("Report notes"),
                       *[note_block(n) for n in report_notes(view.meta)]],
                      id="report-notes", className="notes-panel"),
@@ -171,6 +180,9 @@ OUTPUTS = [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS] + 
     Output("report-cap-banner", "children"), Output("report-cap-banner", "hidden"),
     Output("report-search", "data"), Output("report-legend", "children"),
     Output("report-export-link", "href"),
+    Output("report-empty", "children"), Output("report-empty", "hidden"),
+    Output("report-url-problems", "hidden"), Output("report-charts", "hidden"),
+    *(Output(f"report-filter-{f.wire}", "options") for f in FILTERABLE),
 ]
 
 
@@ -180,12 +192,17 @@ OUTPUTS = [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS] + 
 def refilter(*args: Any) -> list[Any]:
     """Redraw every chart and the table for the chosen filters."""
     *values, report_id, marks = args
+    chosen = filters.filters_from_controls(values)
     with session_scope() as session:
-        view = report_view.report_view(session, report_id, filters.filters_from_controls(values),
+        view = report_view.report_view(session, report_id, chosen,
                                        history_view.hover_marks(marks or {}))
+        data = report_view.report_data(session, report_id)
+    hint = filter_options.empty_hint(data.cases, chosen)
+    choices = filter_options.all_options(data.facets, data.cases, chosen)
     return [*[p.figure for p in view.panels], *[chart_aside(p) for p in view.panels],
             view.rows, view.count_text, view.banner, not view.banner, view.search,
-            style_legend(view.charted), links.report_export_href(report_id, view.filters)]
+            style_legend(view.charted), links.report_export_href(report_id, view.filters),
+            hint, not hint, True, bool(hint), *(choices[f.wire] for f in FILTERABLE)]
 
 
 @callback(Output("report-matrix", "children"), Input("report-matrix-metric", "value"),
