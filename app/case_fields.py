@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ingest.derived import LIMITERS
+
 
 @dataclass(frozen=True)
 class CaseField:
@@ -70,7 +72,7 @@ FIELDS: tuple[CaseField, ...] = (
             derived=True),
     # What bounds the case: filterable to find them, but not part of a configuration.
     CaseField("limiter", "limiter", str, "limiter", filterable=True, sortable=True,
-              derived=True, tabled=True, choices=("compute", "hbm", "nvlink", "latency")),
+              derived=True, tabled=True, choices=LIMITERS),
     _metric("communicationSharePercent", "communication % of phases", float,
             "communication_share_percent", derived=True),
     _metric("allocatedPeakGiB", "allocated GiB", float, "allocated_peak_gib", tabled=True),

@@ -104,7 +104,7 @@ def test_export_shows_header_notes_caveats_summary_charts_and_every_case(
         groups[(case["mode"], case["precision"], case["pipeline"])].append(case)
     summary = table_rows(root.by_id("export-summary").find_all("table")[0])[1:]
     assert len(summary) == len(groups)
-    for mode, precision, pipeline, count, best, median, useful in summary:
+    for mode, precision, pipeline, count, best, median, useful, layer, limiters in summary:
         group = groups[(mode, precision, pipeline)]
         percents = [c["usefulTFPerGPU"] / meta["theoreticalTFPerGPU"][precision] * 100
                     for c in group]
@@ -112,6 +112,9 @@ def test_export_shows_header_notes_caveats_summary_charts_and_every_case(
         assert best == f"{max(percents):,.1f}"
         assert median == f"{statistics.median(percents):,.1f}"
         assert useful == f"{max(c['usefulTFPerGPU'] for c in group):,.1f}"
+        assert layer == f"{statistics.median(c['layerMS'] for c in group):,.3f}"
+        # Each case's limiter counted once: the counts add up to the group.
+        assert sum(int(part.split()[1]) for part in limiters.split(", ")) == len(group)
 
     # Every chart of the report page, from the dashboard's own builders.
     specs = chart_specs(root)

@@ -5,6 +5,7 @@ them (and the traffic caveats) for reports stored before it."""
 from __future__ import annotations
 
 import copy
+import statistics
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +15,7 @@ from api_helpers import REPORTS
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine, pool, select, text
 
+from app.export.summary import summary_rows
 from app.models import CaseRow, CaveatRow
 from db.migrate import downgrade, upgrade
 
@@ -159,3 +161,24 @@ def test_migration_derives_stored_reports(client: TestClient, auth: Auth, refere
     assert fresh["caveats"]["silent"] == [("no_ep_traffic", "no rank sent a row to another: "
                                            "the case measured no EP traffic")]
     assert sum(1 for c in fresh["caveats"].values() for code, _ in c if code == "hot_rank") == 28
+
+
+def test_summary_counts_each_limiter_per_mode_precision_pipeline(
+    cases: dict[str, Body], reference: Body,
+) -> None:
+    rows = summary_rows(list(cases.values()))
+    assert [(r.mode, r.precision, r.pipeline) for r in rows] == [
+        ("inference", "bf16", "standard"), ("inference", "mxfp8", "staged"),
+        ("inference", "mxfp8", "mega"), ("inference", "nvfp4", "mega"),
+        ("training", "bf16", "standard"), ("training", "mxfp8", "staged"),
+        ("training", "mxfp8", "mega")]
+    for row in rows:
+        group = [c for c in reference["cases"]
+                 if (c["mode"], c["precision"], c["pipeline"]) == (row.mode, row.precision,
+                                                                  row.pipeline)]
+        want = Counter(roof if share >= 25 else "latency" for roof, share in map(_by_hand, group))
+        assert {k: v for k, v in row.limiters.items() if v} == want
+        assert row.median_layer_ms == approx(statistics.median(c["layerMS"] for c in group))
+    # nvfp4 inference: all nine bound by NVLink or latency, none by its 15 PFLOP/s roof.
+    nvfp4 = next(r for r in rows if r.precision == "nvfp4")
+    assert nvfp4.limiters["compute"] == 0

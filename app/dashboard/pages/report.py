@@ -24,6 +24,7 @@ from app.dashboard import (
     matrix_table,
     moved_cases,
     report_view,
+    summary_table,
 )
 from app.dashboard.components import (
     GRAPH_CONFIG,
@@ -157,6 +158,9 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         html.Div(view.banner, id="report-cap-banner", className="cap-banner",
                  hidden=not view.banner),
         matrix_table.matrix_section(rid, build_matrix(view.cases)),
+        html.Details([html.Summary("Summary per mode x precision x pipeline"),
+                      html.Div(summary_table.summary_table(view.cases), id="report-summary")],
+                     open=True, className="summary-section"),
         moved_cases.moved_cases_section(marks),
         html.Div(style_legend(view.charted), id="report-legend", className="style-legend"),
         # An empty view draws no empty axes: the hint above says what to relax.
@@ -182,6 +186,7 @@ OUTPUTS = [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS] + 
     Output("report-export-link", "href"),
     Output("report-empty", "children"), Output("report-empty", "hidden"),
     Output("report-url-problems", "hidden"), Output("report-charts", "hidden"),
+    Output("report-summary", "children"),
     *(Output(f"report-filter-{f.wire}", "options") for f in FILTERABLE),
 ]
 
@@ -202,7 +207,8 @@ def refilter(*args: Any) -> list[Any]:
     return [*[p.figure for p in view.panels], *[chart_aside(p) for p in view.panels],
             view.rows, view.count_text, view.banner, not view.banner, view.search,
             style_legend(view.charted), links.report_export_href(report_id, view.filters),
-            hint, not hint, True, bool(hint), *(choices[f.wire] for f in FILTERABLE)]
+            hint, not hint, True, bool(hint), summary_table.summary_table(view.cases),
+            *(choices[f.wire] for f in FILTERABLE)]
 
 
 @callback(Output("report-matrix", "children"), Input("report-matrix-metric", "value"),
