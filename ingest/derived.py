@@ -220,6 +220,26 @@ def _throttled(case: Case) -> str:
     return ", ".join(CLOCK_EVENT_REASONS[bit] for bit in THROTTLING if bits & bit)
 
 
+# What each code means, for a badge's hover (a case's own caveat names its figures).
+CAVEAT_MEANINGS: dict[str, str] = {
+    "numerical_not_accepted": "the output failed the numerical check against the reference",
+    "graph_not_accepted": "the CUDA-graph replay did not reproduce the eager result",
+    "oom": "out-of-memory events during the case: some fields are null",
+    "allocation_retries": "the allocator retried allocations during the case",
+    "recompute": "layers recomputed activations to fit capacity",
+    "noisy_windows": f"timing windows spread over {NOISY_WINDOW_SPREAD_PERCENT:g} % of their "
+                     "median",
+    "hot_rank": f"the busiest rank receives at least {HOT_RANK_FACTOR:g} x the mean rows: "
+                "averaged bandwidth understates its link by that factor",
+    "no_ep_traffic": "no rank sent a row to another: no EP traffic was measured",
+    "no_peak": "the report gives no theoretical peak for the case's precision",
+    "nvlink_not_measured": "NVLink traffic was not measured",
+    "above_peak": "useful throughput over the theoretical peak: a data error",
+    "emulated": "the precision was emulated in bf16: numerics are faithful, speed is not",
+    "throttled": "power or heat held the clocks down during the timed windows",
+    "failed": "the case ended early: the later phases' fields are null",
+}
+
 CAVEAT_CODES = (
     "numerical_not_accepted", "graph_not_accepted", "oom", "allocation_retries", "recompute",
     "noisy_windows", "hot_rank", "no_ep_traffic", "no_peak", "nvlink_not_measured", "above_peak",

@@ -9,7 +9,7 @@ from typing import Any
 from dash import dcc, html
 
 from app import figures
-from ingest.derived import ReportNote
+from ingest.derived import CAVEAT_MEANINGS, ReportNote
 
 GRAPH_CONFIG: Any = {"displaylogo": False, "responsive": True}
 
@@ -47,9 +47,13 @@ def note_block(note: ReportNote) -> html.Div:
 
 
 def caveat_badges(counts: dict[str, int]) -> html.Div:
+    """A badge per caveat code with its count; hover gives its meaning, a click goes to the
+    cases that carry it (the report page's ``report-caveat-<code>`` list)."""
     if not counts:
         return html.Div("no case in view carries a caveat", className="muted")
-    return html.Div([html.Span(f"{code}: {n}", className=f"badge badge-{code}")
+    return html.Div([html.A(f"{code}: {n}", href=f"#report-caveat-{code}",
+                            title=CAVEAT_MEANINGS.get(code, code),
+                            className=f"badge badge-{code}")
                      for code, n in counts.items()], className="badges")
 
 

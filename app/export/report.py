@@ -16,7 +16,7 @@ from app.export.summary import summary_rows
 from app.figures import Case
 from app.services.history import CaseVerdict, ReportVerdicts
 from app.services.matrix import build_matrix
-from ingest.derived import report_notes
+from ingest.derived import CAVEAT_MEANINGS, report_notes
 from ingest.regressions import Settings
 
 
@@ -75,7 +75,7 @@ def report_html(view: ReportView, footer: Footer, verdicts: ReportVerdicts | Non
         header=header, view=view, filters=filters_text(view.filters),
         notes=report_notes(view.meta), caveats=view.caveats,
         summary=summary_rows(view.cases), panels=view.panels, chart_id=chart_id,
-        matrix=matrix,
+        matrix=matrix, meanings=CAVEAT_MEANINGS,
         columns=[(f.wire, f.label) for f in TABLED],
         rows=[(_cells(case), [c["code"] for c in case.get("caveats", [])])
               for case in view.cases],

@@ -16,6 +16,7 @@ from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.dashboard import (
     case_table,
+    caveat_list,
     charts,
     filter_options,
     filters,
@@ -168,6 +169,10 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         html.Section([html.H2("Report notes"),
                       *[note_block(n) for n in report_notes(view.meta)]],
                      id="report-notes", className="notes-panel"),
+        html.Section([html.H2("Caveats of the cases in view"),
+                      html.Div(caveat_list.caveat_list(rid, view.cases),
+                               id="report-caveat-list")],
+                     id="report-caveats", className="notes-panel"),
         html.Section([
             html.H2("Cases"),
             html.Div([html.Button("Download CSV of the rows in view", id="report-csv-button"),
@@ -186,7 +191,7 @@ OUTPUTS = [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS] + 
     Output("report-export-link", "href"),
     Output("report-empty", "children"), Output("report-empty", "hidden"),
     Output("report-url-problems", "hidden"), Output("report-charts", "hidden"),
-    Output("report-summary", "children"),
+    Output("report-summary", "children"), Output("report-caveat-list", "children"),
     *(Output(f"report-filter-{f.wire}", "options") for f in FILTERABLE),
 ]
 
@@ -208,6 +213,7 @@ def refilter(*args: Any) -> list[Any]:
             view.rows, view.count_text, view.banner, not view.banner, view.search,
             style_legend(view.charted), links.report_export_href(report_id, view.filters),
             hint, not hint, True, bool(hint), summary_table.summary_table(view.cases),
+            caveat_list.caveat_list(report_id, view.cases),
             *(choices[f.wire] for f in FILTERABLE)]
 
 
