@@ -101,28 +101,50 @@ def chart_rows(panels: list[charts.ChartPanel]) -> list[html.Section]:
     ], className="chart-row", id=f"report-chart-{p.key}") for p in panels]
 
 
+# What an engineer reads first, left to right, visible at 1440 px without scrolling: the
+# configuration, the variant, the time, the throughput, how far from peak, what bounds it.
+FIRST_COLUMNS = ("id", "mode", "ep", "precision", "pipeline", "category", "F", "imbalance",
+                 "layerMS", "usefulTFPerGPU", "percentOfPeak", "limiter")
+_NARROW = {"ep": 64, "F": 72, "imbalance": 84, "mode": 92, "pipeline": 92, "precision": 90,
+           "category": 118, "limiter": 88, "layerMS": 88, "percentOfPeak": 92}
+
+
 def _column_def(field: CaseField) -> dict[str, Any]:
     cell: dict[str, Any] = {}
     if field.wire == "id":
-        cell = {"cellRenderer": "CaseLink", "pinned": "left", "minWidth": 320}
+        # Wrapped, not cut: ids differ at their end (F3072-i1, -i4).
+        cell = {"cellRenderer": "CaseLink", "pinned": "left", "width": 290, "minWidth": 200,
+                "wrapText": True, "autoHeight": True,
+                "cellStyle": {"wordBreak": "break-all", "lineHeight": "18px",
+                              "paddingTop": "4px", "paddingBottom": "4px"}}
     elif field.kind in (int, float):
         cell = {"filter": "agNumberColumnFilter",
                 "valueFormatter": {"function": "caseNumber(params.value)"}}  # see static/
+    if field.wire in _NARROW:
+        cell.update(width=_NARROW[field.wire], minWidth=60)
     return {"field": field.wire, "headerName": field.label, **cell}
 
 
+def _ordered(fields: tuple[CaseField, ...]) -> list[CaseField]:
+    first = [f for name in FIRST_COLUMNS for f in fields if f.wire == name]
+    return first + [f for f in fields if f.wire not in FIRST_COLUMNS]
+
+
 COLUMN_DEFS: list[dict[str, Any]] = [
-    *(_column_def(f) for f in TABLED),
+    *(_column_def(f) for f in _ordered(TABLED)),
     {"field": "caveats", "headerName": "caveats", "cellRenderer": "CaveatBadges", "minWidth": 240},
 ]
+FIRST_SHOWN = len(FIRST_COLUMNS)  # the history column goes after them
 
 
 def case_grid() -> dag.AgGrid:
     """Empty at first: its rows come from ``report-rows`` once the charts are drawn."""
     return dag.AgGrid(
         id="report-grid", rowData=[],
-        columnDefs=[COLUMN_DEFS[0], moved_cases.TREND_COLUMN, *COLUMN_DEFS[1:]],
-        defaultColDef={"sortable": True, "filter": True, "resizable": True, "minWidth": 90},
+        columnDefs=[*COLUMN_DEFS[:FIRST_SHOWN], moved_cases.TREND_COLUMN,
+                    *COLUMN_DEFS[FIRST_SHOWN:]],
+        defaultColDef={"sortable": True, "filter": True, "resizable": True, "minWidth": 90,
+                       "wrapHeaderText": True, "autoHeaderHeight": True},
         dashGridOptions={"pagination": True, "paginationPageSize": 50,
                          "animateRows": False},
         style={"height": "560px"}, className="ag-theme-alpine",
