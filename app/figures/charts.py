@@ -28,6 +28,8 @@ class Chart:
     title: str
     spec: Callable[[Sequence[Case], Meta], Spec]
     notes: tuple[str, ...]  # the meta notes that qualify it (placementNote: see below)
+    # Why a view has nothing for it to show ('' when it has): the page then leaves it out.
+    absent: Callable[[Sequence[Case]], str] = lambda cases: ""
 
     def make(self, cases: Sequence[Case], meta: Meta, *, legend: bool = True) -> Spec:
         """The chart's spec; ``legend=False`` for a page that shows one shared legend of
@@ -39,6 +41,12 @@ class Chart:
 
     def build(self, cases: Sequence[Case], meta: Meta, *, legend: bool = True) -> go.Figure:
         return to_figure(self.make(cases, meta, legend=legend))
+
+
+def _no_phases(cases: Sequence[Case]) -> str:
+    if any(c.get("phaseMS") for c in cases):
+        return ""
+    return "no case in view has per-phase times (phaseMS: the runner did not time phases)"
 
 
 # placementNote qualifies every cross-EP comparison: the dashboard adds it to any chart
@@ -54,6 +62,6 @@ CHARTS: tuple[Chart, ...] = (
     Chart("scaling", "Scaling", scaling_spec, ("timingNote",)),
     Chart("roofline", "Roofline", roofline_spec, ("peakNote", "bandwidthNote")),
     Chart("intensity", "Arithmetic intensity", arithmetic_intensity_spec, ("timingNote",)),
-    Chart("phases", "Phases", phases_spec, ("phaseNote", "timingNote")),
+    Chart("phases", "Phases", phases_spec, ("phaseNote", "timingNote"), _no_phases),
 )
 

@@ -93,12 +93,20 @@ def chart_aside(panel: charts.ChartPanel) -> list[Any]:
     ]
 
 
-def chart_rows(panels: list[charts.ChartPanel]) -> list[html.Section]:
-    return [html.Section([
+def chart_rows(panels: list[charts.ChartPanel]) -> list[Any]:
+    """Every chart (a chart with nothing to show hidden, so a filter can bring it back),
+    then one line per chart left out and why."""
+    return [*(html.Section([
         html.Div(dcc.Graph(id=f"report-graph-{p.key}", figure=p.figure, config=GRAPH_CONFIG),
                  className="chart"),
         html.Aside(chart_aside(p), id=f"report-aside-{p.key}", className="chart-aside"),
-    ], className="chart-row", id=f"report-chart-{p.key}") for p in panels]
+    ], className="chart-row", id=f"report-chart-{p.key}", hidden=bool(p.absent))
+        for p in panels),
+        html.Div(absent_lines(panels), id="report-absent-charts", className="muted")]
+
+
+def absent_lines(panels: list[charts.ChartPanel]) -> list[html.P]:
+    return [html.P(f"{p.title} not drawn: {p.absent}.") for p in panels if p.absent]
 
 
 # What an engineer reads first, left to right, visible at 1440 px without scrolling: the
@@ -214,6 +222,8 @@ OUTPUTS = [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS] + 
     Output("report-empty", "children"), Output("report-empty", "hidden"),
     Output("report-url-problems", "hidden"), Output("report-charts", "hidden"),
     Output("report-summary", "children"), Output("report-caveat-list", "children"),
+    *(Output(f"report-chart-{c.key}", "hidden") for c in figures.CHARTS),
+    Output("report-absent-charts", "children"),
     *(Output(f"report-filter-{f.wire}", "options") for f in FILTERABLE),
 ]
 
@@ -236,6 +246,7 @@ def refilter(*args: Any) -> list[Any]:
             style_legend(view.charted), links.report_export_href(report_id, view.filters),
             hint, not hint, True, bool(hint), summary_table.summary_table(view.cases),
             caveat_list.caveat_list(report_id, view.cases),
+            *(bool(p.absent) for p in view.panels), absent_lines(view.panels),
             *(choices[f.wire] for f in FILTERABLE)]
 
 
