@@ -67,7 +67,8 @@ def against_history(view: ReportView, verdicts: ReportVerdicts) -> AgainstHistor
 def report_html(view: ReportView, footer: Footer, verdicts: ReportVerdicts | None = None
                 ) -> str:
     header = view.header
-    charts = {chart_id(p.key): export_spec(p.figure) for p in view.panels}
+    # A chart with nothing to show is left out, one line saying why (as on the page).
+    charts = {chart_id(p.key): export_spec(p.figure) for p in view.panels if not p.absent}
     matrix = build_matrix(view.cases)
     return render(
         "report.html.j2", charts,
