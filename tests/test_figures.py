@@ -364,17 +364,19 @@ def test_memory_panels_of_a_small_inference_view(
     cases: list[dict[str, Any]], reference: dict[str, Any]
 ) -> None:
     """Few cases: their configurations label the bottom panel only; no training case:
-    panel 3 says so."""
+    the saved-bytes panel is left out and the title says why."""
     inference = [c for c in cases if c["mode"] == "inference"][:6]
     layout = figures.memory_spec(inference, reference["meta"])["layout"]
-    # EP8 i1 in four variants, then EP8 i4 in two: two configurations.
-    assert layout["xaxis3"]["ticktext"] == ["EP8<br>F3072<br>i1", "EP8<br>F3072<br>i4"]
+    # EP8 i1 in four variants, then EP8 i4 in two: two configurations, on the arena panel,
+    # now the bottom one.
+    assert layout["xaxis2"]["ticktext"] == ["EP8<br>F3072<br>i1", "EP8<br>F3072<br>i4"]
     assert layout["xaxis"]["showticklabels"] is False
-    assert layout["xaxis2"]["showticklabels"] is False
-    notes = [a["text"] for a in layout["annotations"]]
-    assert "no training case in view" in notes
+    assert "xaxis3" not in layout and "yaxis3" not in layout
+    assert layout["title"]["text"] == (
+        "Memory (saved activations left out: no training case in view)")
     mixed = figures.memory_spec(cases, reference["meta"])["layout"]
-    assert "no training case in view" not in [a["text"] for a in mixed["annotations"]]
+    assert mixed["title"]["text"] == "Memory" and mixed["xaxis2"]["showticklabels"] is False
+    assert len(mixed["xaxis3"]["ticktext"]) == 18
 
 
 def test_an_empty_scaling_panel_says_why(
@@ -408,7 +410,10 @@ def test_an_empty_chart_says_why(reference: dict[str, Any]) -> None:
     for key in ("throughput", "percent-of-peak", "layer-time", "nvlink", "hbm", "routing",
                 "intensity", "phases"):
         assert "no case in view" in none[key], key
-    assert {"no case in view", "no training case in view"} <= none["memory"]
+    assert "no case in view" in none["memory"]
+    # No training case: the saved-bytes panel is left out, its title says why.
+    assert "no training case in view" in figures.memory_spec([], reference["meta"])[
+        "layout"]["title"]["text"]
 
     bare = copy.deepcopy(reference)
     for raw in bare["cases"]:

@@ -84,34 +84,44 @@ def memory_spec(cases: Sequence[Case], meta: Meta) -> Spec:
                      "array": [hi - mid for _, mid, hi in stats],
                      "arrayminus": [mid - lo for lo, mid, _ in stats]},
         ))
+    # The saved-bytes panel only where a training case is in view: an inference-only view
+    # leaves it out and the title says why, rather than drawing an empty panel.
+    saved = any(c.get("savedBytes") for c in cases)
+    domains: list[list[float]] = ([[0.7, 0.95], [0.36, 0.61], [0.0, 0.27]] if saved
+                                  else [[0.55, 0.95], [0.0, 0.4]])
     annotations = [
-        panel_title("PyTorch peaks: allocated (filled), reserved (open)", 0.5, 0.95),
-        panel_title("Arena: slot (solid) + scratch (light), stacked", 0.5, 0.61),
-        panel_title("Training saved bytes per rank: mean, bar min-max", 0.5, 0.27),
+        panel_title("PyTorch peaks: allocated (filled), reserved (open)", 0.5, domains[0][1]),
+        panel_title("Arena: slot (solid) + scratch (light), stacked", 0.5, domains[1][1]),
+        *([panel_title("Training saved bytes per rank: mean, bar min-max", 0.5,
+                       domains[2][1])] if saved else []),
     ]
     empty_panels = (
-        (("allocatedPeakGiB", "reservedPeakGiB"), missing(cases, "PyTorch peaks"), 0.8),
-        (("slotBytes", "scratchBytes"), missing(cases, "arena sizes"), 0.46),
+        (("allocatedPeakGiB", "reservedPeakGiB"), missing(cases, "PyTorch peaks"), domains[0]),
+        (("slotBytes", "scratchBytes"), missing(cases, "arena sizes"), domains[1]),
     )
-    for fields, message, y in empty_panels:
+    for fields, message, (low, high) in empty_panels:
         if not any(c.get(f) is not None for c in cases for f in fields):
-            annotations.append(muted(panel_title(message, 0.5, y)))
-    if not any(c.get("savedBytes") for c in cases):
-        annotations.append(muted(panel_title("no training case in view", 0.5, 0.12)))
-    frame = case_frame(cases, annotations=annotations, axis="x3")
+            annotations.append(muted(panel_title(message, 0.5, (low + high) / 2)))
+    bottom = "x3" if saved else "x2"
+    frame = case_frame(cases, annotations=annotations, axis=bottom)
     axis = frame.pop("xaxis")
     # The panels share the case axis; only the bottom one labels it (a label under an
     # upper panel would run into the panel below).
     bare = {**axis, "title": None, "showticklabels": False}
-    layout = chart_layout(
-        "Memory", "peak GiB", height=860, barmode="stack", **frame,
-        xaxis={**bare, "anchor": "y", "matches": "x3"},
-        xaxis2={**bare, "anchor": "y2", "matches": "x3"},
-        xaxis3={**axis, "anchor": "y3"},
-        yaxis={"title": titled("peak GiB"), "domain": [0.7, 0.95]},
-        yaxis2={"title": titled("arena GiB"), "domain": [0.36, 0.61]},
-        yaxis3={"title": titled("saved GiB per rank"), "domain": [0.0, 0.27]},
-    )
+    axes: dict[str, Any] = {
+        "xaxis": {**bare, "anchor": "y", "matches": bottom},
+        "yaxis": {"title": titled("peak GiB"), "domain": domains[0]},
+        "xaxis2": ({**bare, "anchor": "y2", "matches": "x3"} if saved
+                   else {**axis, "anchor": "y2"}),
+        "yaxis2": {"title": titled("arena GiB"), "domain": domains[1]},
+    }
+    if saved:
+        axes.update(xaxis3={**axis, "anchor": "y3"},
+                    yaxis3={"title": titled("saved GiB per rank"), "domain": domains[2]})
+    title = "Memory" if saved else (
+        "Memory (saved activations left out: no training case in view)")
+    layout = chart_layout(title, "peak GiB", height=860 if saved else 620, barmode="stack",
+                          **frame, **axes)
     return figure(data, layout)
 
 
