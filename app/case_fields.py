@@ -15,10 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ingest.derived import LIMITERS
+
 # A case as the API serves it, and as the figures, the table and the export read it: its
 # wire fields, its derived fields and its caveats, by wire name. (``ingest.schema.Case`` is
 # the wire model a case is validated with.)
 CaseDict = Mapping[str, Any]
+
 
 @dataclass(frozen=True)
 class CaseField:
@@ -67,6 +70,16 @@ FIELDS: tuple[CaseField, ...] = (
             derived=True, tabled=True),
     _metric("observedImbalance", "observed imbalance", float, "observed_imbalance",
             derived=True, tabled=True),
+    _metric("computeUtilPercent", "compute util %", float, "compute_util_percent",
+            derived=True),
+    _metric("hbmUtilPercent", "HBM util %", float, "hbm_util_percent", derived=True),
+    _metric("nvlinkUtilPercent", "NVLink util % (busiest rank)", float, "nvlink_util_percent",
+            derived=True),
+    # What bounds the case: filterable to find them, but not part of a configuration.
+    CaseField("limiter", "limiter", str, "limiter", filterable=True, sortable=True,
+              derived=True, tabled=True, choices=LIMITERS),
+    _metric("communicationSharePercent", "communication % of phases", float,
+            "communication_share_percent", derived=True),
     _metric("allocatedPeakGiB", "allocated GiB", float, "allocated_peak_gib", tabled=True),
     _metric("reservedPeakGiB", "reserved GiB", float, "reserved_peak_gib", tabled=True),
     _metric("nvlinkTXGBps", "NVLink TX GB/s", float, "nvlink_tx_gbps"),

@@ -144,6 +144,11 @@ class CaseRow(Base):
     nvlink_rx_percent_of_peak: Mapped[float | None] = mapped_column(Float)
     window_spread_percent: Mapped[float | None] = mapped_column(Float)
     observed_imbalance: Mapped[float | None] = mapped_column(Float)
+    compute_util_percent: Mapped[float | None] = mapped_column(Float)
+    hbm_util_percent: Mapped[float | None] = mapped_column(Float)
+    nvlink_util_percent: Mapped[float | None] = mapped_column(Float)
+    limiter: Mapped[str | None] = mapped_column(String(20))
+    communication_share_percent: Mapped[float | None] = mapped_column(Float)
 
     # Arrays, and the case exactly as posted (unknown fields included).
     windows: Mapped[dict[str, Any]] = mapped_column(JSON)

@@ -7,7 +7,10 @@ Measures, for the reference report (63 cases) and a synthetic report of 5,000 ca
   process, and the same callback through HTTP POST /_dash-update-component.
 
 Targets: reference page drawn within 2 s; 5,000 cases within 6 s; the filter callback
-under 300 ms at p95. Prints the figures and PASS/FAIL.
+under 300 ms at p95. For the reference also: the page fully drawn (every chart and the
+configuration matrix) within 1.1 x a static plotly page of the same figures, loaded in the
+same browser in the same run, and a filter change (precision = bf16, set in the browser)
+redrawn in under 0.5 s. Prints the figures and PASS/FAIL.
 
     MOESCOPE_BENCH_POSTGRES_URL=postgresql+psycopg://postgres@127.0.0.1:5432/postgres \\
         .venv/bin/python bench/dashboard.py [--calls 50] [--loads 5]
@@ -38,6 +41,8 @@ sys.path.append(str(REPO / "tests"))  # live.py: a server process, a scratch dat
 SYNTHETIC_CASES = 5000
 PAGE_TARGET_S = {"reference": 2.0, "synthetic": 6.0}
 CALLBACK_P95_TARGET_MS = 300.0
+STATIC_RATIO_TARGET = 1.1
+REDRAW_TARGET_S = 0.5
 
 DRAWN_JS = """
 const done = arguments[arguments.length - 1];
@@ -45,7 +50,10 @@ const want = arguments[0];
 function check() {
   const drawn = Array.from(document.querySelectorAll('.js-plotly-plot'))
     .filter(g => g._fullData && g.querySelector('.main-svg')).length;
-  if (drawn >= want) { done(performance.now()); } else { setTimeout(check, 10); }
+  // The report page also draws its configuration matrix; a static page has none.
+  const matrix = !document.getElementById('report-matrix-section')
+    || document.getElementById('report-matrix-table');
+  if (drawn >= want && matrix) { done(performance.now()); } else { setTimeout(check, 10); }
 }
 check();
 """
@@ -109,12 +117,38 @@ def time_calls(call: Callable[[], Any], n: int) -> list[float]:
     return samples
 
 
+def _filters(**chosen: list[str]) -> list[list[str]]:
+    from app.case_fields import FILTERABLE
+
+    return [chosen.get(f.wire, []) for f in FILTERABLE]
+
+
 FILTERS = (  # the precision filter toggled, as a user does
-    [[], [], ["bf16"], [], [], [], []],
-    [[], [], ["mxfp8"], [], [], [], []],
-    [["training"], [], [], [], [], [], []],
-    [[], [], [], [], [], [], []],
+    _filters(precision=["bf16"]),
+    _filters(precision=["mxfp8"]),
+    _filters(mode=["training"]),
+    _filters(),
 )
+
+# Set the precision filter as the dropdown would, and time until the throughput chart and
+# the count show the new view (the same callback answer redraws every chart).
+REDRAW_JS = """
+const done = arguments[arguments.length - 1];
+const [want, countText] = [arguments[0], arguments[1]];
+const start = performance.now();
+window.dash_clientside.set_props('report-filter-precision', {value: ['bf16']});
+function points() {
+  const g = document.getElementById('report-graph-throughput').querySelector('.js-plotly-plot')
+    || document.getElementById('report-graph-throughput');
+  return (g._fullData || []).reduce((n, t) => n + (t.x ? t.x.length : 0), 0);
+}
+function check() {
+  const count = document.getElementById('report-count').textContent;
+  if (points() === want && count === countText) { done(performance.now() - start); }
+  else { setTimeout(check, 5); }
+}
+check();
+"""
 
 
 def plain_callback_times(report_id: int, n: int) -> list[float]:
@@ -156,18 +190,24 @@ def http_callback_times(base_url: str, report_id: int, n: int) -> list[float]:
         return time_calls(post, n)
 
 
-def page_draw_times(base_url: str, report_id: int, loads: int) -> list[float]:
+def _chromium() -> Any:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
     for arg in ("--headless", "--no-sandbox", "--disable-gpu",
-                "--disable-background-networking", "--window-size=1500,1100"):
+                "--disable-background-networking", "--window-size=1500,1100",
+                "--allow-file-access-from-files"):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
     driver.set_script_timeout(120)
     driver.set_page_load_timeout(120)
+    return driver
+
+
+def page_draw_times(base_url: str, report_id: int, loads: int) -> list[float]:
+    driver = _chromium()
     try:
         samples = []
         for _ in range(loads):
@@ -178,8 +218,84 @@ def page_draw_times(base_url: str, report_id: int, loads: int) -> list[float]:
         driver.quit()
 
 
+def static_page(database_url: str, report_id: int, path: Path) -> Path:
+    """One HTML file drawing the report page's figures for the unfiltered view (the same
+    specs, from the same builders) with the page's own plotly.js bundle, nothing else."""
+    from app.case_fields import CaseFilter
+    from app.core.db import session_scope
+    from app.services.report_view import ReportCache, report_view
+
+    with session_scope(database_url) as session:
+        panels = report_view(ReportCache(), session, report_id, CaseFilter()).panels
+    bundle = (REPO / "static" / "vendor" / "plotly-cartesian.min.js").read_text("utf-8")
+    divs = "".join(f'<div id="g{i}" style="height:{p.figure["layout"].get("height", 420)}px">'
+                   "</div>" for i, p in enumerate(panels))
+    draws = "".join(
+        f"Plotly.newPlot('g{i}', {json.dumps(p.figure['data'])}, "
+        f"{json.dumps(p.figure['layout'])}, {{responsive: true, displaylogo: false}});"
+        for i, p in enumerate(panels))
+    path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><script>{bundle}"
+                    f"</script></head><body>{divs}<script>{draws}</script></body></html>",
+                    "utf-8")
+    return path
+
+
+def paired_draw_times(base_url: str, report_id: int, static: Path, loads: int
+                      ) -> tuple[list[float], list[float]]:
+    """The report page and the static page, loaded in turn in one browser."""
+    driver = _chromium()
+    try:
+        page, plain = [], []
+        for _ in range(loads):
+            driver.get(f"{base_url}/reports/{report_id}")
+            page.append(float(driver.execute_async_script(DRAWN_JS, chart_count())))
+            driver.get(static.as_uri())
+            plain.append(float(driver.execute_async_script(DRAWN_JS, chart_count())))
+        return page, plain
+    finally:
+        driver.quit()
+
+
+def redraw_times(base_url: str, report_id: int, bf16_cases: int, total: int, loads: int
+                 ) -> list[float]:
+    driver = _chromium()
+    try:
+        samples = []
+        for _ in range(loads):
+            driver.get(f"{base_url}/reports/{report_id}")
+            driver.execute_async_script(DRAWN_JS, chart_count())
+            samples.append(float(driver.execute_async_script(
+                REDRAW_JS, bf16_cases, f"{bf16_cases} of {total} cases in view")))
+        return samples
+    finally:
+        driver.quit()
+
+
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
+
+
+def reference_checks(database_url: str, base: str, report_id: int, loads: int, tmp: Path
+                     ) -> int:
+    """The page against a static page of its figures, and a filter change redrawn."""
+    static = static_page(database_url, report_id, tmp / "static.html")
+    page, plain = paired_draw_times(base, report_id, static, loads + 1)
+    page_s, plain_s = statistics.median(page[1:]) / 1000, statistics.median(plain[1:]) / 1000
+    ratio = page_s / plain_s
+    failures = int(ratio > STATIC_RATIO_TARGET)
+    print(f"[reference] page fully drawn (matrix and {chart_count()} charts): median "
+          f"{page_s:.2f} s; static plotly page of the same figures: {plain_s:.2f} s; "
+          f"ratio {ratio:.2f} (target <= {STATIC_RATIO_TARGET:g}) "
+          f"{verdict(ratio <= STATIC_RATIO_TARGET)}")
+    cases = reference_report()["cases"]
+    bf16 = sum(1 for c in cases if c["precision"] == "bf16")
+    redraws = redraw_times(base, report_id, bf16, len(cases), loads)
+    redraw = statistics.median(redraws) / 1000
+    failures += int(redraw >= REDRAW_TARGET_S)
+    print(f"[reference] filter change (precision = bf16) redrawn in the browser: median "
+          f"{redraw:.2f} s, max {max(redraws) / 1000:.2f} s over {len(redraws)} "
+          f"(target < {REDRAW_TARGET_S:g} s) {verdict(redraw < REDRAW_TARGET_S)}")
+    return failures
 
 
 def main() -> int:
@@ -216,6 +332,9 @@ def main() -> int:
         with serve_process(url, Path(tmp) / "server.log") as server:
             base = server.url
             print(f"server {base} on Postgres; synthetic report: {args.cases} cases")
+            if "reference" in ids:
+                failures += reference_checks(url, base, ids["reference"], args.loads,
+                                             Path(tmp))
             for name, rid in ids.items():
                 draws = page_draw_times(base, rid, args.loads)
                 warm = statistics.median(draws[1:]) if len(draws) > 1 else draws[0]

@@ -14,6 +14,12 @@ from typing import Any
 from ingest.schema import Case, Meta
 
 NOISY_WINDOW_SPREAD_PERCENT = 5.0
+# Below this utilisation of every roof, no roof explains the time: launches, synchronisation
+# and imbalance do (the `latency` limiter).
+LATENCY_UTIL_PERCENT = 25.0
+# The busiest rank receiving this many times the mean rows is a hot rank.
+HOT_RANK_FACTOR = 2.0
+LIMITERS = ("compute", "hbm", "nvlink", "latency")
 # NVML's clocks-event (throttle) reason bits (nvml.h, nvmlClocksEventReason*).
 CLOCK_EVENT_REASONS = {
     0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
@@ -66,8 +72,13 @@ class Derived:
     nvlinkRXPercentOfPeak: float | None
     windowSpreadPercent: float | None
     observedImbalance: float | None
+    computeUtilPercent: float | None
+    hbmUtilPercent: float | None
+    nvlinkUtilPercent: float | None
+    limiter: str | None
+    communicationSharePercent: float | None
 
-    def as_dict(self) -> dict[str, float | None]:
+    def as_dict(self) -> dict[str, float | str | None]:
         return asdict(self)
 
 
@@ -106,15 +117,49 @@ def observed_imbalance(receive_rows: list[int]) -> float | None:
     return max(receive_rows) / mean if mean else None
 
 
+def busiest_link_gbps(case: Case) -> float | None:
+    """The busiest rank's link in its busier direction; None when NVLink was not measured."""
+    measured = [v for v in (case.nvlinkMaxTXGBps, case.nvlinkMaxRXGBps) if v is not None]
+    return max(measured) if measured else None
+
+
+def limiter(compute: float | None, hbm: float | None, nvlink: float | None) -> str | None:
+    """The roof with the highest utilisation (the first of compute, hbm, nvlink on a tie),
+    or ``latency`` when none reaches LATENCY_UTIL_PERCENT; None when no roof is known."""
+    known = [(u, roof) for roof, u in (("compute", compute), ("hbm", hbm), ("nvlink", nvlink))
+             if u is not None]
+    if not known:
+        return None
+    best, roof = max(known, key=lambda pair: pair[0])
+    return roof if best >= LATENCY_UTIL_PERCENT else "latency"
+
+
+def communication_share_percent(case: Case) -> float | None:
+    """(dispatch + combine) / the sum of the timed phases x 100; None without phaseMS."""
+    phases = case.phaseMS
+    if phases is None:
+        return None
+    total = phases.dispatch + phases.experts + phases.combine + (phases.route or 0.0)
+    return _finite((phases.dispatch + phases.combine) / total * 100.0)
+
+
 def derive(meta: Meta, case: Case) -> Derived:
     raw_percent = _percent(case.usefulTFPerGPU, peak_for(meta, case.precision))
+    compute = None if case.emulated else raw_percent
+    hbm = _percent(case.analyticalHBMGBps, meta.theoreticalHBMGBps)
+    nvlink = _percent(busiest_link_gbps(case), meta.theoreticalNVLinkGBpsPerDirection)
     return Derived(
-        percentOfPeak=None if case.emulated else raw_percent,
-        hbmPercentOfPeak=_percent(case.analyticalHBMGBps, meta.theoreticalHBMGBps),
+        percentOfPeak=compute,
+        hbmPercentOfPeak=hbm,
         nvlinkTXPercentOfPeak=_percent(case.nvlinkTXGBps, meta.theoreticalNVLinkGBpsPerDirection),
         nvlinkRXPercentOfPeak=_percent(case.nvlinkRXGBps, meta.theoreticalNVLinkGBpsPerDirection),
         windowSpreadPercent=window_spread_percent(case.windows.combined),
         observedImbalance=observed_imbalance(case.receiveRows),
+        computeUtilPercent=compute,
+        hbmUtilPercent=hbm,
+        nvlinkUtilPercent=nvlink,
+        limiter=limiter(compute, hbm, nvlink),
+        communicationSharePercent=communication_share_percent(case),
     )
 
 
@@ -141,8 +186,13 @@ def caveats(meta: Meta, case: Case, derived: Derived | None = None) -> list[Cave
         add("noisy_windows",
             f"timing windows spread {d.windowSpreadPercent:.1f} % of their median "
             f"(> {NOISY_WINDOW_SPREAD_PERCENT:g} %)")
-    if case.ep > 1 and case.logicalForwardPayloadBytesRank0 == 0:
-        add("local_only_payload", "every routed row stayed on its rank: no EP traffic measured")
+    if d.observedImbalance is not None and d.observedImbalance >= HOT_RANK_FACTOR:
+        add("hot_rank",
+            f"the busiest rank receives {d.observedImbalance:.1f} x the mean rows: averaged "
+            f"bandwidth understates the busiest rank's link by {d.observedImbalance:.1f} x")
+    if case.ep > 1 and case.nvlinkMaxTXGBps == 0 and case.nvlinkMaxRXGBps == 0:
+        # Rank 0 alone sending nothing (every row routed to it) is not this: the others send.
+        add("no_ep_traffic", "no rank sent a row to another: the case measured no EP traffic")
     if peak is None:
         add("no_peak", f"the report gives no theoretical peak for precision {case.precision!r}")
     if case.nvlinkTXGBps is None or case.nvlinkRXGBps is None:
@@ -170,8 +220,28 @@ def _throttled(case: Case) -> str:
     return ", ".join(CLOCK_EVENT_REASONS[bit] for bit in THROTTLING if bits & bit)
 
 
+# What each code means, for a badge's hover (a case's own caveat names its figures).
+CAVEAT_MEANINGS: dict[str, str] = {
+    "numerical_not_accepted": "the output failed the numerical check against the reference",
+    "graph_not_accepted": "the CUDA-graph replay did not reproduce the eager result",
+    "oom": "out-of-memory events during the case: some fields are null",
+    "allocation_retries": "the allocator retried allocations during the case",
+    "recompute": "layers recomputed activations to fit capacity",
+    "noisy_windows": f"timing windows spread over {NOISY_WINDOW_SPREAD_PERCENT:g} % of their "
+                     "median",
+    "hot_rank": f"the busiest rank receives at least {HOT_RANK_FACTOR:g} x the mean rows: "
+                "averaged bandwidth understates its link by that factor",
+    "no_ep_traffic": "no rank sent a row to another: no EP traffic was measured",
+    "no_peak": "the report gives no theoretical peak for the case's precision",
+    "nvlink_not_measured": "NVLink traffic was not measured",
+    "above_peak": "useful throughput over the theoretical peak: a data error",
+    "emulated": "the precision was emulated in bf16: numerics are faithful, speed is not",
+    "throttled": "power or heat held the clocks down during the timed windows",
+    "failed": "the case ended early: the later phases' fields are null",
+}
+
 CAVEAT_CODES = (
     "numerical_not_accepted", "graph_not_accepted", "oom", "allocation_retries", "recompute",
-    "noisy_windows", "local_only_payload", "no_peak", "nvlink_not_measured", "above_peak",
+    "noisy_windows", "hot_rank", "no_ep_traffic", "no_peak", "nvlink_not_measured", "above_peak",
     "emulated", "throttled", "failed",
 )

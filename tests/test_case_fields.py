@@ -105,12 +105,14 @@ def test_every_filterable_field_filters_the_api_the_page_and_the_facets(
     client: TestClient, reference: Body, stored: tuple[int, list[Body]], session: Session,
     field: CaseField,
 ) -> None:
-    report_id, _ = stored
-    counts = Counter(c[field.wire] for c in reference["cases"])
+    report_id, served = stored
+    # A derived field (the limiter) has its values from ingest, not from the report.
+    source = served if field.derived else reference["cases"]
+    counts = Counter(c[field.wire] for c in source)
     # The commonest value, and the rarest where that still leaves some out ("any of").
     ranked = [value for value, _ in counts.most_common()]
     chosen = ranked[:1] + ranked[-1:] if len(ranked) > 2 else ranked[:1]
-    expected = [c["id"] for c in reference["cases"] if c[field.wire] in chosen]
+    expected = [c["id"] for c in source if c[field.wire] in chosen]
     assert 0 < len(expected) < len(reference["cases"]) or len(counts) == 1
 
     api = client.get(f"{REPORTS}/{report_id}/cases", params={field.wire: chosen})

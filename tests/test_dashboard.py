@@ -86,7 +86,8 @@ def test_filters_round_trip_through_the_url() -> None:
     # Dash hands repeated keys as lists; a bad number filters nothing instead of failing.
     assert filters.filters_from_query({"ep": ["8", "x"], "F": "3072,1536"}) == CaseFilter(
         ep=[8], F=[3072, 1536])
-    assert filters.filters_from_controls([["inference"], None, [], [], [], ["6144"], ["1.0"]]) \
+    assert filters.filters_from_controls(
+        [["inference"], None, [], [], [], ["6144"], ["1.0"], None]) \
         == CaseFilter(mode=["inference"], F=[6144], imbalance=[1.0])
 
 
@@ -144,8 +145,8 @@ def _drawn_ids(spec: dict[str, Any]) -> set[str]:
     """Every case id a chart draws (hover ids, heatmap rows)."""
     ids: set[str] = set()
     for trace in spec["data"]:
-        if trace["type"] == "heatmap":
-            ids.update(trace["y"])
+        if trace["type"] == "heatmap":  # rows are labelled by configuration; hover names ids
+            ids.update(row[0] for row in trace["customdata"])
         else:
             ids.update(row[0] for row in trace.get("customdata") or [])
     return ids
@@ -186,7 +187,7 @@ def test_report_view_over_the_cap_shows_the_banner_and_keeps_every_row(
     assert sum(len(t["x"]) for t in graph.figure["data"]) == 20
     assert "20 of 63 cases in view charted" in texts(find(page, "report-aside-throughput"))
 
-    out = report.refilter([], [], ["bf16"], [], [], [], [], reference_id, None)
+    out = report.refilter([], [], ["bf16"], [], [], [], [], [], reference_id, None)
     named = dict(zip([f"{o.component_id}.{o.component_property}" for o in report.OUTPUTS],
                      out, strict=True))
     assert named["report-cap-banner.children"] == ""
@@ -324,7 +325,7 @@ def test_report_page_and_filter_callback(
     export = f"/api/v1/reports/{reference_id}/export.html"
     assert find(page, "report-export-link").href == export + "?precision=nvfp4"
 
-    values = [[], [], ["bf16"], [], [], [], []]
+    values = [[], [], ["bf16"], [], [], [], [], []]
     out = report.refilter(*values, reference_id, None)
     assert len(out) == len(report.OUTPUTS)
     named = dict(zip([f"{o.component_id}.{o.component_property}" for o in report.OUTPUTS],

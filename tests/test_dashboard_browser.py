@@ -218,7 +218,8 @@ def test_filter_changes_charts_and_url(page: Callable[[str], WebDriver],
     driver.find_element(By.ID, "report-filter-precision").click()
     option = wait_for(driver, lambda d: [o for o in d.find_elements(By.CSS_SELECTOR,
                                                                     "[role=option]")
-                                         if o.text == "bf16"], "the bf16 option")
+                                         # its count under the other filters
+                                         if o.text == "bf16 (18)"], "the bf16 option")
     option[0].click()
     driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
     wait_for(driver, lambda d: d.find_element(By.ID, "report-count").text

@@ -83,14 +83,18 @@ def test_reference_cases_match_hand_arithmetic(client: TestClient, reference_id:
         (1.7570240020751953 - 1.7557568113009134) / 1.7569098631540934 * 100
     )
 
-    # bf16, EP8, imbalance 8: every row goes to rank 0; no payload leaves rank 0.
+    # bf16, EP8, imbalance 8: every row goes to rank 0; no payload leaves rank 0, but the
+    # other seven ranks send theirs to it: a hot rank (8 x the mean), not a case without
+    # EP traffic.
     c = _case(client, reference_id, "inference-ep8-bf16-standard-single_layer-F3072-i8")
     assert c["receiveRows"] == [98304, 0, 0, 0, 0, 0, 0, 0]
     assert c["observedImbalance"] == approx(98304 / (98304 / 8))  # 8.0
     # windows.combined = [8.33857, 8.48347, 8.96996, 8.74081, 8.75256]: median 8.7408...
     spread = (8.969963677724202 - 8.338570674260458) / 8.740808550516764 * 100  # 7.22 %
     assert c["windowSpreadPercent"] == approx(spread)
-    assert {cv["code"] for cv in c["caveats"]} == {"noisy_windows", "local_only_payload"}
+    assert {cv["code"] for cv in c["caveats"]} == {"noisy_windows", "hot_rank"}
+    hot = next(cv for cv in c["caveats"] if cv["code"] == "hot_rank")
+    assert "understates the busiest rank's link by 8.0 x" in hot["message"]
 
     # Training, EP32, imbalance 4: 32 ranks, sum 32*12288 = 393216, rank 0 gets 4*12288.
     c = _case(client, reference_id, "training-ep32-bf16-standard-single_layer-F3072-i4")
@@ -104,7 +108,8 @@ def test_reference_cases_match_hand_arithmetic(client: TestClient, reference_id:
     assert c["windowSpreadPercent"] == approx(
         (12.566025543212891 - 12.103730138142904) / 12.487484741210938 * 100
     )
-    assert c["caveats"] == []  # recompute is [false]: no layer recomputed
+    # recompute is [false]: no layer recomputed; rank 0 receives 4 x the mean.
+    assert [cv["code"] for cv in c["caveats"]] == ["hot_rank"]
 
 
 def test_listing_carries_the_same_derived_fields(client: TestClient, reference_id: int) -> None:
@@ -134,10 +139,16 @@ CRAFTED: dict[str, tuple[dict[str, Any], set[str]]] = {
     # spread (1.06 - 1.0) / 1.0 = 6 % > 5 %; then 4 %.
     "noisy": ({"windows": {"combined": [1.0, 1.06, 1.0]}}, {"noisy_windows"}),
     "quiet": ({"windows": {"combined": [1.0, 1.04, 1.0]}}, set()),
-    "local-only": ({"logicalForwardPayloadBytesRank0": 0,
-                    "forwardFlopsPerLogicalPayloadByteRank0": None}, {"local_only_payload"}),
-    "local-ep1": ({"ep": 1, "logicalForwardPayloadBytesRank0": 0,
-                   "forwardFlopsPerLogicalPayloadByteRank0": None}, set()),
+    # Rank 0 sending nothing is not a case without EP traffic: the other ranks may send.
+    "rank0-silent": ({"logicalForwardPayloadBytesRank0": 0,
+                      "forwardFlopsPerLogicalPayloadByteRank0": None}, set()),
+    "no-traffic": ({"nvlinkMaxTXGBps": 0.0, "nvlinkMaxRXGBps": 0.0, "nvlinkTXGBps": 0.0,
+                    "nvlinkRXGBps": 0.0}, {"no_ep_traffic"}),
+    "no-traffic-ep1": ({"ep": 1, "nvlinkMaxTXGBps": 0.0, "nvlinkMaxRXGBps": 0.0,
+                        "nvlinkTXGBps": 0.0, "nvlinkRXGBps": 0.0}, set()),
+    # receiveRows sum to 98304, mean 12288: 24576 is 2 x the mean, 24575 just under.
+    "hot-rank": ({"receiveRows": [24576, *[10533] * 6, 10530]}, {"hot_rank"}),
+    "warm-rank": ({"receiveRows": [24575, *[10533] * 6, 10531]}, set()),
     "no-peak": ({"precision": "fp6"}, {"no_peak"}),
     "nvlink-null": ({"nvlinkTXGBps": None, "nvlinkRXGBps": None, "nvlinkMaxTXGBps": None,
                      "nvlinkMaxRXGBps": None}, {"nvlink_not_measured"}),
@@ -307,6 +318,8 @@ def test_caveats_without_measurements(reference: Body) -> None:
     assert d.as_dict() == {
         "percentOfPeak": None, "hbmPercentOfPeak": None, "nvlinkTXPercentOfPeak": None,
         "nvlinkRXPercentOfPeak": None, "windowSpreadPercent": 0.0, "observedImbalance": None,
+        "computeUtilPercent": None, "hbmUtilPercent": None, "nvlinkUtilPercent": None,
+        "limiter": None, "communicationSharePercent": None,
     }
     assert [c.code for c in caveats(meta, case)] == ["no_peak", "nvlink_not_measured"]
 

@@ -63,8 +63,9 @@ def expected_caveats(cases: list[dict[str, Any]]) -> dict[str, int]:
         assert case["numericalAccepted"] and case["graphAccepted"] and not case["ooms"]
         if _spread(case) > 5.0:
             counts["noisy_windows"] += 1
-        if case["ep"] > 1 and case["logicalForwardPayloadBytesRank0"] == 0:
-            counts["local_only_payload"] += 1
+        rows = case["receiveRows"]
+        if max(rows) >= 2 * (sum(rows) / len(rows)):
+            counts["hot_rank"] += 1
     return dict(counts)
 
 
@@ -96,7 +97,7 @@ def test_export_shows_header_notes_caveats_summary_charts_and_every_case(
 
     caveats = {row[0]: int(row[1]) for row in table_rows(root.by_id("export-caveats"))[1:]}
     assert caveats == expected_caveats(reference["cases"]) == {
-        "local_only_payload": 4, "noisy_windows": 16}
+        "hot_rank": 28, "noisy_windows": 16}  # hot: the 28 cases of imbalance 4 and 8
 
     # Summary: % of peak from the report's own peaks, by hand.
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -104,7 +105,7 @@ def test_export_shows_header_notes_caveats_summary_charts_and_every_case(
         groups[(case["mode"], case["precision"], case["pipeline"])].append(case)
     summary = table_rows(root.by_id("export-summary").find_all("table")[0])[1:]
     assert len(summary) == len(groups)
-    for mode, precision, pipeline, count, best, median, useful in summary:
+    for mode, precision, pipeline, count, best, median, useful, layer, limiters in summary:
         group = groups[(mode, precision, pipeline)]
         percents = [c["usefulTFPerGPU"] / meta["theoreticalTFPerGPU"][precision] * 100
                     for c in group]
@@ -112,14 +113,23 @@ def test_export_shows_header_notes_caveats_summary_charts_and_every_case(
         assert best == f"{max(percents):,.1f}"
         assert median == f"{statistics.median(percents):,.1f}"
         assert useful == f"{max(c['usefulTFPerGPU'] for c in group):,.1f}"
+        assert layer == f"{statistics.median(c['layerMS'] for c in group):,.3f}"
+        # Each case's limiter counted once: the counts add up to the group.
+        assert sum(int(part.split()[1]) for part in limiters.split(", ")) == len(group)
 
     # Every chart of the report page, from the dashboard's own builders.
+    # The reference has no phaseMS: the phase chart is left out, one line says why.
     specs = chart_specs(root)
-    assert list(specs) == [f"chart-{c.key}" for c in figures.CHARTS]
+    assert list(specs) == [f"chart-{c.key}" for c in figures.CHARTS if c.key != "phases"]
     for chart in figures.CHARTS:
-        assert root.find_all("div", id=f"chart-{chart.key}")
+        assert bool(root.find_all("div", id=f"chart-{chart.key}")) == (chart.key != "phases")
+    assert [p.text for p in root.find_all("p") if "absent-chart" in p.classes()] == [
+        "Phases not drawn: no case in view has per-phase times (phaseMS: the runner did not "
+        "time phases)."]
     view = report_view.report_view(report_view.ReportCache(), session, report_id, CaseFilter())
     for panel in view.panels:
+        if panel.absent:
+            continue
         assert specs[f"chart-{panel.key}"] == export_spec(panel.figure)
         figures.to_figure(specs[f"chart-{panel.key}"]).to_dict()  # plotly accepts it
     assert sum(len(t.get("x") or []) for t in specs["chart-throughput"]["data"]) == 63
@@ -245,13 +255,13 @@ def test_cli_writes_the_export_from_the_database(
 
 def test_cli_filters_are_the_filterable_fields() -> None:
     given = {"mode": "training", "ep": "8", "precision": "bf16", "pipeline": "mega",
-             "category": "single_layer", "F": "3072", "imbalance": "4"}
+             "category": "single_layer", "F": "3072", "imbalance": "4", "limiter": "nvlink"}
     assert set(given) == {f.wire for f in FILTERABLE}
     args = build_parser().parse_args(
         ["export", "1", *(f"--{name}={value}" for name, value in given.items())])
     assert command.target(args).filters == CaseFilter(
         mode=["training"], ep=[8], precision=["bf16"], pipeline=["mega"],
-        category=["single_layer"], F=[3072], imbalance=[4.0])
+        category=["single_layer"], F=[3072], imbalance=[4.0], limiter=["nvlink"])
     with pytest.raises(SystemExit):
         build_parser().parse_args(["export", "1", "--mode", "serving"])
 

@@ -76,12 +76,25 @@ def test_throughput_one_point_per_case_with_its_value(
     fig = built["throughput"]
     assert points(fig) == {c["id"]: c["usefulTFPerGPU"] for c in cases}
     assert fig.layout.yaxis.title.text == "useful TFLOP/s per GPU"
-    # x is the case's position in the view, so every chart lines cases up the same way.
-    position = {c["id"]: i for i, c in enumerate(cases)}
+    # x is the case's configuration (one tick each, labelled), its precision x pipeline
+    # variant side by side within it: the reference's four variants share 0.84 of a slot,
+    # 0.21 each, centred on the tick.
+    offsets = {("bf16", "standard"): -0.315, ("mxfp8", "staged"): -0.105,
+               ("mxfp8", "mega"): 0.105, ("nvfp4", "mega"): 0.315}
+    axis = fig.layout.xaxis
+    case = by_id(cases)
     for trace in fig.data:
-        assert list(trace.x) == [position[i] for i in ids(trace)]
+        for case_id, x in zip(ids(trace), trace.x, strict=True):
+            c = case[case_id]
+            tick = round(x)
+            assert axis.ticktext[tick] == f"EP{c['ep']}<br>F{c['F']}<br>i{c['imbalance']:g}"
+            assert x - tick == pytest.approx(offsets[(c["precision"], c["pipeline"])])
         assert "TFLOP/s" in trace.hovertemplate and "customdata[0]" in trace.hovertemplate
-    assert "case" in fig.layout.xaxis.title.text
+    # 18 configurations, grouped by mode and category, no title says "view order".
+    assert len(axis.ticktext) == 18 and "view order" not in axis.title.text
+    heads = [a.text for a in fig.layout.annotations]
+    assert heads == ["inference · single_layer", "inference · width", "training · single_layer",
+                     "training · width"]
 
 
 def test_percent_of_peak_against_the_reports_own_peak(
@@ -92,7 +105,9 @@ def test_percent_of_peak_against_the_reports_own_peak(
     for case in cases:
         assert got[case["id"]] == pytest.approx(
             case["usefulTFPerGPU"] / peaks[case["precision"]] * 100)
-    (line,) = built["percent-of-peak"].layout.shapes
+    # The 100 % line first; then the dotted lines between configuration groups.
+    line, *between = built["percent-of-peak"].layout.shapes
+    assert [b.line.dash for b in between] == ["dot"] * 3
     assert (line.y0, line.y1) == (100.0, 100.0)
     assert "%" in built["percent-of-peak"].layout.yaxis.title.text
 
@@ -132,7 +147,7 @@ def test_nvlink_mean_and_max_against_the_direction_peak(
             assert mean == case[f"nvlink{direction}GBps"]
             assert mean + up == pytest.approx(case[f"nvlinkMax{direction}GBps"])
     assert sum(len(t.x) for t in fig.data) == 2 * len(cases)
-    (line,) = fig.layout.shapes
+    line = fig.layout.shapes[0]
     assert line.y0 == reference["meta"]["theoreticalNVLinkGBpsPerDirection"]
     assert "GB/s" in fig.layout.yaxis.title.text
 
@@ -173,15 +188,22 @@ def test_routing_heatmap_is_case_by_rank(
     fig = built["routing"]
     heat = next(t for t in fig.data if t.type == "heatmap")
     widest = max(c["ep"] for c in cases)
-    assert list(heat.y) == [c["id"] for c in cases]
-    for row, case in zip(heat.z, cases, strict=True):
+    # A row per case, named by mode, configuration and variant (two categories in view),
+    # the hover naming its id.
+    label = {c["id"]: f"{c['mode']} EP{c['ep']} F{c['F']} i{c['imbalance']:g} "
+                      f"{c['category']} · {c['precision']} {c['pipeline']}" for c in cases}
+    row_ids = [row[0] for row in heat.customdata]
+    assert sorted(row_ids) == sorted(label) and list(heat.y) == [label[i] for i in row_ids]
+    assert heat.y[0] == "inference EP8 F3072 i1 single_layer · bf16 standard"
+    case = by_id(cases)
+    for row, case_id in zip(heat.z, row_ids, strict=True):
         assert len(row) == widest
-        assert list(row[: case["ep"]]) == case["receiveRows"]
-        assert all(v is None for v in row[case["ep"]:])
+        assert list(row[: case[case_id]["ep"]]) == case[case_id]["receiveRows"]
+        assert all(v is None for v in row[case[case_id]["ep"]:])
     imbalance = {}
     for trace in fig.data[1:]:
         imbalance.update(zip(trace.y, trace.x, strict=True))
-    assert imbalance == {c["id"]: pytest.approx(c["observedImbalance"]) for c in cases}
+    assert imbalance == {label[c["id"]]: pytest.approx(c["observedImbalance"]) for c in cases}
     assert fig.layout.xaxis.title.text == "rank"
 
 
@@ -257,7 +279,10 @@ def test_one_style_per_precision_and_pipeline_on_every_chart(
     assert all(len(s) == 1 for s in styles.values())
     colours = {next(iter(s))[0] for s in styles.values()}
     symbols = {next(iter(s))[1] for s in styles.values()}
-    assert len(colours) == 3 and len(symbols) == 3
+    # Precision by colour and shape, the pipeline's mark inside: four variants, four symbols.
+    assert len(colours) == 3 and symbols == {"circle", "square-cross", "square-x", "diamond-x"}
+    # No precision is drawn in the red or green that mean worse and better.
+    assert not colours & {"#d62728", "#2ca02c"}
     assert figures.precision_colour("fp4-new") == figures.precision_colour("fp4-new")
 
 
@@ -338,16 +363,20 @@ def test_the_dashboards_plotly_bundle_draws_every_trace_the_builders_make(
 def test_memory_panels_of_a_small_inference_view(
     cases: list[dict[str, Any]], reference: dict[str, Any]
 ) -> None:
-    """Few cases: their ids label the bottom panel only; no training case: panel 3 says so."""
+    """Few cases: their configurations label the bottom panel only; no training case:
+    the saved-bytes panel is left out and the title says why."""
     inference = [c for c in cases if c["mode"] == "inference"][:6]
     layout = figures.memory_spec(inference, reference["meta"])["layout"]
-    assert layout["xaxis3"]["ticktext"] == [c["id"] for c in inference]
+    # EP8 i1 in four variants, then EP8 i4 in two: two configurations, on the arena panel,
+    # now the bottom one.
+    assert layout["xaxis2"]["ticktext"] == ["EP8<br>F3072<br>i1", "EP8<br>F3072<br>i4"]
     assert layout["xaxis"]["showticklabels"] is False
-    assert layout["xaxis2"]["showticklabels"] is False
-    notes = [a["text"] for a in layout["annotations"]]
-    assert "no training case in view" in notes
+    assert "xaxis3" not in layout and "yaxis3" not in layout
+    assert layout["title"]["text"] == (
+        "Memory (saved activations left out: no training case in view)")
     mixed = figures.memory_spec(cases, reference["meta"])["layout"]
-    assert "no training case in view" not in [a["text"] for a in mixed["annotations"]]
+    assert mixed["title"]["text"] == "Memory" and mixed["xaxis2"]["showticklabels"] is False
+    assert len(mixed["xaxis3"]["ticktext"]) == 18
 
 
 def test_an_empty_scaling_panel_says_why(
@@ -381,7 +410,10 @@ def test_an_empty_chart_says_why(reference: dict[str, Any]) -> None:
     for key in ("throughput", "percent-of-peak", "layer-time", "nvlink", "hbm", "routing",
                 "intensity", "phases"):
         assert "no case in view" in none[key], key
-    assert {"no case in view", "no training case in view"} <= none["memory"]
+    assert "no case in view" in none["memory"]
+    # No training case: the saved-bytes panel is left out, its title says why.
+    assert "no training case in view" in figures.memory_spec([], reference["meta"])[
+        "layout"]["title"]["text"]
 
     bare = copy.deepcopy(reference)
     for raw in bare["cases"]:
@@ -426,3 +458,30 @@ def test_phase_chart_stacks_each_cases_phases(cases: list[dict[str, Any]],
     dispatch = next(t for t in spec["data"] if t["name"] == "dispatch")
     assert dispatch["customdata"][0][2] == "410.0 GB/s per rank"
     assert dispatch["customdata"][1][2] == ""
+
+
+def test_roofline_points_roofs_and_ridges(
+    built: dict[str, go.Figure], cases: list[dict[str, Any]]
+) -> None:
+    fig = built["roofline"]
+    # Intensity = useful FLOPs / analytical HBM bytes = usefulTFPerGPU x 1000 /
+    # analyticalHBMGBps (both per layer time): case 0, 1139.98 x 1000 / 4703.43 = 242.4.
+    got = {}
+    for trace in fig.data:
+        if trace.customdata is not None:
+            got.update(zip(ids(trace), zip(trace.x, trace.y, strict=True), strict=True))
+    assert got == {c["id"]: (pytest.approx(c["usefulTFPerGPU"] * 1000 / c["analyticalHBMGBps"]),
+                             c["usefulTFPerGPU"]) for c in cases}
+    assert got[cases[0]["id"]][0] == pytest.approx(1139.9839390712232 * 1000 / 4703.434270325753)
+    # Ridge points: peak TFLOP/s x 1000 / 8000 GB/s: bf16 312.5, mxfp8 625, nvfp4 1875 FLOP/B,
+    # where each compute roof starts at its peak.
+    roofs = {t.name: t for t in fig.data if t.name and "compute roof" in t.name}
+    for precision, peak, at in (("bf16", 2500, 312.5), ("mxfp8", 5000, 625.0),
+                                ("nvfp4", 15000, 1875.0)):
+        roof = roofs[f"{precision} compute roof"]
+        assert roof.x[0] == pytest.approx(at) and list(roof.y) == [peak, peak]
+        assert f"ridge {at:,.0f} FLOP/B" in roof.text[0]
+    (hbm,) = [t for t in fig.data if t.name and t.name.startswith("HBM roof")]
+    # The HBM roof: attained = intensity x 8000 GB/s / 1000, up to the highest ridge.
+    assert hbm.y[1] == pytest.approx(hbm.x[1] * 8000 / 1000) and hbm.x[1] == pytest.approx(1875)
+    assert fig.layout.xaxis.type == "log" and "HBM byte" in fig.layout.xaxis.title.text

@@ -9,7 +9,7 @@ from typing import Any
 from dash import dcc, html
 
 from app import figures
-from ingest.derived import ReportNote
+from ingest.derived import CAVEAT_MEANINGS, ReportNote
 
 GRAPH_CONFIG: Any = {"displaylogo": False, "responsive": True}
 
@@ -47,9 +47,13 @@ def note_block(note: ReportNote) -> html.Div:
 
 
 def caveat_badges(counts: dict[str, int]) -> html.Div:
+    """A badge per caveat code with its count; hover gives its meaning, a click goes to the
+    cases that carry it (the report page's ``report-caveat-<code>`` list)."""
     if not counts:
         return html.Div("no case in view carries a caveat", className="muted")
-    return html.Div([html.Span(f"{code}: {n}", className=f"badge badge-{code}")
+    return html.Div([html.A(f"{code}: {n}", href=f"#report-caveat-{code}",
+                            title=CAVEAT_MEANINGS.get(code, code),
+                            className=f"badge badge-{code}")
                      for code, n in counts.items()], className="badges")
 
 
@@ -60,22 +64,31 @@ _GLYPHS = {"circle": "\u25cf", "square": "\u25a0", "diamond": "\u25c6",
 
 
 def style_legend(cases: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """One legend for all the charts: colour per precision, marker (and bar hatching) per
-    pipeline, from the mapping functions the figures use."""
+    """One legend for all the charts: colour and marker shape per precision, a mark inside
+    the marker (and bar hatching) per pipeline, from the mapping functions the figures
+    use."""
     precisions = sorted({str(c["precision"]) for c in cases})
     pipelines = sorted({str(c["pipeline"]) for c in cases})
-    colours = [html.Span([html.Span("\u25a0", className="swatch",
-                                    style={"color": figures.precision_colour(p)}), p],
-                         className="legend-item") for p in precisions]
+    colours = []
+    for p in precisions:
+        shape = figures.precision_symbol(p)
+        colours.append(html.Span([
+            html.Span(_GLYPHS.get(shape, "\u25a0"), className="swatch",
+                      style={"color": figures.precision_colour(p)}), p],
+            className="legend-item"))
     markers = []
     for p in pipelines:
-        symbol = figures.pipeline_symbol(p)
+        mark = figures.pipeline_symbol(p)
         hatch = figures.pipeline_pattern(p)
         markers.append(html.Span([
-            html.Span(_GLYPHS.get(symbol, symbol), className="swatch"), p,
+            html.Span(_MARKS.get(mark, mark), className="swatch"), p,
             html.Span(f" (bars {'hatched ' + hatch if hatch else 'plain'})",
                       className="muted")], className="legend-item"))
     return [html.Span("precision", className="legend-label"), *colours,
             html.Span("pipeline", className="legend-label"), *markers,
-            html.Span("open markers: RX / reserved; light bars: backward / scratch",
-                      className="muted")]
+            html.Span("dark outline: the case carries a caveat; open markers: RX / reserved; "
+                      "light bars: backward / scratch", className="muted")]
+
+
+# The pipeline's mark inside a precision's marker, as text.
+_MARKS = {"": "plain", "-cross": "+ inside", "-x": "\u00d7 inside", "-dot": "\u2022 inside"}

@@ -13,8 +13,9 @@ from app.export.summary import summary_rows
 from app.services.case_table import table_row
 from app.services.case_text import display_value
 from app.services.history import CaseVerdict, ReportVerdicts
+from app.services.matrix import build_matrix
 from app.services.report_view import ReportView
-from ingest.derived import report_notes
+from ingest.derived import CAVEAT_MEANINGS, report_notes
 from ingest.regressions import MAD_TO_SIGMA, Settings
 
 
@@ -65,13 +66,16 @@ def against_history(view: ReportView, verdicts: ReportVerdicts) -> AgainstHistor
 def report_html(view: ReportView, footer: Footer, verdicts: ReportVerdicts | None = None
                 ) -> str:
     header = view.header
-    charts = {chart_id(p.key): export_spec(p.figure) for p in view.panels}
+    # A chart with nothing to show is left out, one line saying why (as on the page).
+    charts = {chart_id(p.key): export_spec(p.figure) for p in view.panels if not p.absent}
+    matrix = build_matrix(view.cases)
     return render(
         "report.html.j2", charts,
         title=f"moescope report {header.id}: {header.gpu} {header.date}",
         header=header, view=view, filters=filters_text(view.filters),
         notes=report_notes(view.meta), caveats=view.caveats,
         summary=summary_rows(view.cases), panels=view.panels, chart_id=chart_id,
+        matrix=matrix, meanings=CAVEAT_MEANINGS,
         columns=[(f.wire, f.label) for f in TABLED],
         rows=[(_cells(case), [c["code"] for c in case.get("caveats", [])])
               for case in view.cases],

@@ -6,12 +6,13 @@ the dashboard and a static HTML export build the very same figures.
 
 Each chart is first a *spec*, the figure as plain plotly data, then a ``go.Figure`` wrapped
 around it unvalidated: plotly's validation and its deep copies cost several times the
-building itself, which a filter callback redrawing ten charts cannot afford. The
+building itself, which a filter callback redrawing eleven charts cannot afford. The
 dashboard hands specs straight to ``dcc.Graph``; the tests validate every figure.
 
 The modules: ``style`` (colours, markers, escaping), ``layout`` (the frame of a chart),
-``traces`` (per-case traces), ``report_charts`` and ``panel_charts`` (the ten report
-charts), ``charts`` (them listed with their notes), ``case_charts`` (one case),
+``traces`` (per-case traces), ``configuration`` (where a case sits on their axis),
+``report_charts``, ``panel_charts`` and ``roofline`` (the report charts), ``charts``
+(them listed with their notes), ``case_charts`` (one case),
 ``history_charts`` (one case across reports).
 """
 
@@ -24,15 +25,18 @@ from app.figures.report_charts import phases_spec
 from app.figures.style import (
     Meta,
     Spec,
+    marker_symbol,
     pipeline_pattern,
     pipeline_symbol,
     precision_colour,
+    precision_symbol,
     text,
 )
 
 __all__ = [
     "CHARTS", "Chart", "Meta", "Spec", "case_memory_spec",
     "case_specs", "history_specs", "matching_series", "memory_spec", "phases_spec",
-    "pipeline_pattern", "pipeline_symbol", "precision_colour", "scaling_spec",
+    "marker_symbol", "pipeline_pattern", "pipeline_symbol", "precision_colour",
+    "precision_symbol", "scaling_spec",
     "text", "to_figure", "verdict_text",
 ]

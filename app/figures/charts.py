@@ -1,4 +1,4 @@
-"""The ten report charts, each with the meta notes that qualify it."""
+"""The eleven report charts, each with the meta notes that qualify it."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from app.figures.report_charts import (
     phases_spec,
     throughput_spec,
 )
+from app.figures.roofline import roofline_spec
 from app.figures.style import Meta, Spec
 
 
@@ -28,6 +29,8 @@ class Chart:
     title: str
     spec: Callable[[Sequence[CaseDict], Meta], Spec]
     notes: tuple[str, ...]  # the meta notes that qualify it (placementNote: see below)
+    # Why a view has nothing for it to show ('' when it has): the page then leaves it out.
+    absent: Callable[[Sequence[CaseDict]], str] = lambda cases: ""
 
     def make(self, cases: Sequence[CaseDict], meta: Meta, *, legend: bool = True) -> Spec:
         """The chart's spec; ``legend=False`` for a page that shows one shared legend of
@@ -41,6 +44,12 @@ class Chart:
         return to_figure(self.make(cases, meta, legend=legend))
 
 
+def _no_phases(cases: Sequence[CaseDict]) -> str:
+    if any(c.get("phaseMS") for c in cases):
+        return ""
+    return "no case in view has per-phase times (phaseMS: the runner did not time phases)"
+
+
 # placementNote qualifies every cross-EP comparison: the dashboard adds it to any chart
 # whose view spans more than one EP.
 CHARTS: tuple[Chart, ...] = (
@@ -52,7 +61,8 @@ CHARTS: tuple[Chart, ...] = (
     Chart("memory", "Memory", memory_spec, ("memoryNote",)),
     Chart("routing", "Routing", routing_spec, ()),
     Chart("scaling", "Scaling", scaling_spec, ("timingNote",)),
+    Chart("roofline", "Roofline", roofline_spec, ("peakNote", "bandwidthNote")),
     Chart("intensity", "Arithmetic intensity", arithmetic_intensity_spec, ("timingNote",)),
-    Chart("phases", "Phases", phases_spec, ("phaseNote", "timingNote")),
+    Chart("phases", "Phases", phases_spec, ("phaseNote", "timingNote"), _no_phases),
 )
 

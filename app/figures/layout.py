@@ -9,13 +9,14 @@ from typing import Any
 import plotly.graph_objects as go
 
 from app.case_fields import CaseDict
+from app.figures.configuration import placement
 from app.figures.style import PALETTE, Spec, Trace, text
 
 # A small explicit template: plotly's named templates are deep-copied into every figure,
 # which costs more than building the figure itself.
 # No automargin: plotly measures every tick label and redraws until the margins settle,
-# the largest part of drawing a page of charts; the fixed margins fit numeric ticks. Only
-# an axis labelled with case ids asks for it (see case_axis).
+# the largest part of drawing a page of charts; the fixed margins fit numeric ticks and
+# the configuration labels (see case_frame).
 # ticklabeloverflow "allow": otherwise plotly measures each tick label after drawing it
 # to hide those past the figure's edge, a forced page layout per label.
 _AXIS = {"gridcolor": "#e5e5e5", "zerolinecolor": "#cccccc", "linecolor": "#999999",
@@ -79,15 +80,38 @@ def chart_layout(title: str, y_title: str, *, height: int = 420, **extra: Any) -
     }
 
 
-def case_axis(cases: Sequence[CaseDict], **extra: Any) -> dict[str, Any]:
-    """Cases along x by their position in the view, in report order; ids are long, so they
-    label the ticks of small views only (hover gives the id)."""
-    axis: dict[str, Any] = {"title": titled("case, in view order (hover for the id)"),
-                            "zeroline": False, "showticklabels": len(cases) <= 30}
-    if len(cases) <= 30:
-        axis.update(tickvals=list(range(len(cases))), ticktext=[text(c["id"]) for c in cases],
-                    tickangle=-40, automargin=True)
-    return {**axis, **extra}
+# Past this many configurations their tick labels would overlap: hover names the case.
+MAX_LABELLED_CONFIGURATIONS = 40
+_GROUP_LINE = {"color": "#9ca3af", "width": 1, "dash": "dot"}
+
+
+def case_frame(cases: Sequence[CaseDict], *, shapes: Sequence[Any] = (),
+               annotations: Sequence[Any] = (), axis: str = "x") -> dict[str, Any]:
+    """The layout of a per-case chart's x axis (``axis``): one tick per configuration
+    (``EP8 F3072 i1``), its precision x pipeline variants side by side around it, the
+    configurations grouped under a mode · category heading with a dotted line between
+    groups. Returns the xaxis, shapes, annotations and margin to merge into the layout."""
+    place = placement(cases)
+    labelled = len(place.labels) <= MAX_LABELLED_CONFIGURATIONS
+    xaxis: dict[str, Any] = {
+        "title": titled("configuration: EP, expert width F, imbalance i "
+                        "(precision x pipeline side by side)" if labelled else
+                        "configuration (too many to label: hover names each case)"),
+        "zeroline": False, "showgrid": False, "tickmode": "array",
+        "tickvals": list(range(len(place.labels))), "ticktext": place.labels,
+        "showticklabels": labelled, "tickangle": 0, "tickfont": {"size": 10},
+        "range": [-0.5, max(len(place.labels), 1) - 0.5],
+    }
+    heads = [] if len(place.groups) < 2 and not labelled else [
+        {"text": text(g.title), "xref": axis, "x": (g.first + g.last) / 2, "yref": "paper",
+         "y": 1.0, "yanchor": "bottom", "showarrow": False, "font": {"size": 11}}
+        for g in place.groups]
+    lines = [{"type": "line", "xref": axis, "x0": g.first - 0.5, "x1": g.first - 0.5,
+              "yref": "paper", "y0": 0, "y1": 1, "line": _GROUP_LINE}
+             for g in place.groups[1:]]
+    return {"xaxis": xaxis, "shapes": [*shapes, *lines],
+            "annotations": [*annotations, *heads],
+            "margin": {"l": 70, "r": 20, "t": 64, "b": 96 if labelled else 60}}
 
 
 def hline(y: float | None, label: str, yref: str = "y") -> tuple[list[Any], list[Any]]:

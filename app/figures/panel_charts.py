@@ -8,7 +8,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.case_fields import FILTERABLE, CaseDict
-from app.figures.layout import case_axis, chart_layout, figure, missing, muted, panel_title, titled
+from app.figures.configuration import configuration, placement
+from app.figures.layout import (
+    case_frame,
+    chart_layout,
+    figure,
+    missing,
+    muted,
+    panel_title,
+    titled,
+)
 from app.figures.style import (
     GIB,
     Meta,
@@ -22,7 +31,7 @@ from app.figures.style import (
     series_name,
     text,
 )
-from app.figures.traces import hover, hover_data, positions, scatter
+from app.figures.traces import hover, hover_data, hover_id, scatter
 
 
 def _saved_stats(case: CaseDict) -> tuple[float, float, float]:
@@ -32,7 +41,8 @@ def _saved_stats(case: CaseDict) -> tuple[float, float, float]:
 
 def memory_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     """6. Peak allocated/reserved GiB; arena slot + scratch; training saved bytes per rank."""
-    pos = positions(cases)
+    place = placement(cases)
+    pos, width = place.x, place.width * 0.92
     data: list[Trace] = []
     peaks = hover("allocated peak %{customdata[1]:.2f} GiB",
                   "reserved peak %{customdata[2]:.2f} GiB")
@@ -52,7 +62,7 @@ def memory_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
         for field, opacity in (("slotBytes", 1.0), ("scratchBytes", 0.5)):
             data.append({
                 # A missing size draws no bar: a bar of 0 GiB would claim a measurement.
-                "type": "bar", "x": x,
+                "type": "bar", "x": x, "width": width,
                 "y": [None if c.get(field) is None else c[field] / GIB for c in group],
                 "name": f"{name} {field[:-5]}", "legendgroup": name, "showlegend": False,
                 "opacity": opacity, "marker": bar_marker(key), "xaxis": "x2", "yaxis": "y2",
@@ -62,7 +72,7 @@ def memory_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
             })
     for key, group in grouped(c for c in cases if c.get("savedBytes")).items():
         stats = [_saved_stats(c) for c in group]
-        custom = [[text(c["id"]), lo, hi, len(c["savedBytes"])]
+        custom = [[hover_id(c), lo, hi, len(c["savedBytes"])]
                   for c, (lo, _, hi) in zip(group, stats, strict=True)]
         data.append(scatter(
             group, key, [pos[str(c["id"])] for c in group], [mid for _, mid, _ in stats],
@@ -73,41 +83,54 @@ def memory_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
                      "array": [hi - mid for _, mid, hi in stats],
                      "arrayminus": [mid - lo for lo, mid, _ in stats]},
         ))
-    axis = case_axis(cases)
+    # The saved-bytes panel only where a training case is in view: an inference-only view
+    # leaves it out and the title says why, rather than drawing an empty panel.
+    saved = any(c.get("savedBytes") for c in cases)
+    domains: list[list[float]] = ([[0.7, 0.95], [0.36, 0.61], [0.0, 0.27]] if saved
+                                  else [[0.55, 0.95], [0.0, 0.4]])
+    annotations = [
+        panel_title("PyTorch peaks: allocated (filled), reserved (open)", 0.5, domains[0][1]),
+        panel_title("Arena: slot (solid) + scratch (light), stacked", 0.5, domains[1][1]),
+        *([panel_title("Training saved bytes per rank: mean, bar min-max", 0.5,
+                       domains[2][1])] if saved else []),
+    ]
+    empty_panels = (
+        (("allocatedPeakGiB", "reservedPeakGiB"), missing(cases, "PyTorch peaks"), domains[0]),
+        (("slotBytes", "scratchBytes"), missing(cases, "arena sizes"), domains[1]),
+    )
+    for fields, message, (low, high) in empty_panels:
+        if not any(c.get(f) is not None for c in cases for f in fields):
+            annotations.append(muted(panel_title(message, 0.5, (low + high) / 2)))
+    bottom = "x3" if saved else "x2"
+    frame = case_frame(cases, annotations=annotations, axis=bottom)
+    axis = frame.pop("xaxis")
     # The panels share the case axis; only the bottom one labels it (a label under an
     # upper panel would run into the panel below).
     bare = {**axis, "title": None, "showticklabels": False}
-    annotations = [
-        panel_title("PyTorch peaks: allocated (filled), reserved (open)", 0.5, 0.95),
-        panel_title("Arena: slot (solid) + scratch (light), stacked", 0.5, 0.61),
-        panel_title("Training saved bytes per rank: mean, bar min-max", 0.5, 0.27),
-    ]
-    empty_panels = (
-        (("allocatedPeakGiB", "reservedPeakGiB"), missing(cases, "PyTorch peaks"), 0.8),
-        (("slotBytes", "scratchBytes"), missing(cases, "arena sizes"), 0.46),
-    )
-    for fields, message, y in empty_panels:
-        if not any(c.get(f) is not None for c in cases for f in fields):
-            annotations.append(muted(panel_title(message, 0.5, y)))
-    if not any(c.get("savedBytes") for c in cases):
-        annotations.append(muted(panel_title("no training case in view", 0.5, 0.12)))
-    layout = chart_layout(
-        "Memory", "peak GiB", height=860, barmode="stack",
-        xaxis={**bare, "anchor": "y", "matches": "x3"},
-        xaxis2={**bare, "anchor": "y2", "matches": "x3"},
-        xaxis3={**axis, "anchor": "y3"},
-        yaxis={"title": titled("peak GiB"), "domain": [0.7, 0.95]},
-        yaxis2={"title": titled("arena GiB"), "domain": [0.36, 0.61]},
-        yaxis3={"title": titled("saved GiB per rank"), "domain": [0.0, 0.27]},
-        annotations=annotations,
-    )
+    axes: dict[str, Any] = {
+        "xaxis": {**bare, "anchor": "y", "matches": bottom},
+        "yaxis": {"title": titled("peak GiB"), "domain": domains[0]},
+        "xaxis2": ({**bare, "anchor": "y2", "matches": "x3"} if saved
+                   else {**axis, "anchor": "y2"}),
+        "yaxis2": {"title": titled("arena GiB"), "domain": domains[1]},
+    }
+    if saved:
+        axes.update(xaxis3={**axis, "anchor": "y3"},
+                    yaxis3={"title": titled("saved GiB per rank"), "domain": domains[2]})
+    title = "Memory" if saved else (
+        "Memory (saved activations left out: no training case in view)")
+    layout = chart_layout(title, "peak GiB", height=860 if saved else 620, barmode="stack",
+                          **frame, **axes)
     return figure(data, layout)
 
 
 def routing_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     """7. Received rows per rank (heatmap case x rank) and the observed imbalance."""
     ranks = max((len(c.get("receiveRows") or []) for c in cases), default=0)
-    ids = [text(c["id"]) for c in cases]
+    place = placement(cases)
+    cases = sorted(cases, key=lambda c: place.x[str(c["id"])])  # as on the other charts
+    label = _routing_labels(cases, len({c.category for c in place.configurations}) > 1)
+    ids = [label[str(c["id"])] for c in cases]
     z = []
     for c in cases:
         rows = c.get("receiveRows") or []
@@ -118,33 +141,51 @@ def routing_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
         # Between the panels, clear of both: the heatmap ends at 0.64, the dots start at 0.8.
         "colorbar": {"title": titled("rows"), "x": 0.66, "xanchor": "left", "thickness": 14,
                      "ticklabeloverflow": "allow"},
-        "hovertemplate": "<b>%{y}</b><br>rank %{x}: %{z} rows received<extra></extra>",
+        "customdata": [[hover_id(c)] * max(ranks, 1) for c in cases],
+        "hovertemplate": "<b>%{customdata}</b><br>rank %{x}: %{z} rows received"
+                         "<extra></extra>",
     }]
     for key, group in grouped(cases).items():
         data.append(scatter(
             group, key, [c.get("observedImbalance") for c in group],
-            [text(c["id"]) for c in group], hover_data(group, lambda c: c["imbalance"]),
+            [label[str(c["id"])] for c in group], hover_data(group, lambda c: c["imbalance"]),
             hover("observed imbalance %{x:.2f} (max / mean received rows)",
                   "requested imbalance %{customdata[1]}"),
             xaxis="x2", yaxis="y2"))
+    labelled = len(cases) <= 80
     y_axis = {"type": "category", "categoryorder": "array", "categoryarray": ids,
-              "autorange": "reversed", "showticklabels": len(cases) <= 30,
-              "automargin": len(cases) <= 30}
+              "autorange": "reversed", "showticklabels": labelled, "automargin": labelled,
+              "tickfont": {"size": 10}}
     layout = chart_layout(
         "Routing: rows received per rank, and the observed imbalance", "case",
         height=max(420, min(1400, 14 * len(cases) + 140)),
         xaxis={"title": titled("rank"), "domain": [0.0, 0.64], "anchor": "y"},
         xaxis2={"title": titled("imbalance (max / mean rows)"),
                 "domain": [0.8, 1.0], "anchor": "y2"},
-        yaxis={**y_axis, "title": titled("case, in view order (hover for the id)")},
+        yaxis={**y_axis, "title": titled(
+            "case: mode, configuration, precision pipeline" if labelled
+            else "case (too many to label: hover names each)")},
         yaxis2={**y_axis, "matches": "y", "anchor": "x2", "showticklabels": False},
     )
     return figure(data, layout, empty=missing(cases, "received rows per rank"))
 
 
-# A configuration: the values of the filterable fields. A line's label names those that its
-# style (precision, pipeline: see series_key) does not show.
-_CONFIGURATION = tuple(f.wire for f in FILTERABLE)
+def _routing_labels(cases: Sequence[CaseDict], with_category: bool) -> dict[str, str]:
+    """CaseDict id -> ``training EP32 F3072 i1 · bf16 standard``; the id where two would
+    share a label (a heatmap row per label)."""
+    labels = {str(c["id"]): text(f"{c['mode']} {configuration(c).label(with_category)} · "
+                                 f"{c['precision']} {c['pipeline']}") for c in cases}
+    seen: dict[str, int] = defaultdict(int)
+    for value in labels.values():
+        seen[value] += 1
+    return {case_id: value if seen[value] == 1 else text(case_id)
+            for case_id, value in labels.items()}
+
+
+# A configuration: the values of the filterable fields the runner set (a derived one, the
+# limiter, is an outcome). A line's label names those that its style (precision, pipeline:
+# see series_key) does not show.
+_CONFIGURATION = tuple(f.wire for f in FILTERABLE if not f.derived)
 _UNSTYLED = tuple(w for w in _CONFIGURATION if w not in ("precision", "pipeline"))
 
 

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from functools import partial
 
 from app.case_fields import CaseDict
-from app.figures.layout import case_axis, chart_layout, figure, hline, missing, titled
+from app.figures.configuration import placement
+from app.figures.layout import case_frame, chart_layout, figure, hline, missing, titled
 from app.figures.style import (
     Meta,
     Spec,
@@ -19,7 +20,7 @@ from app.figures.style import (
     series_name,
     text,
 )
-from app.figures.traces import hover, hover_data, per_case, positions, scatter
+from app.figures.traces import hover, hover_data, hover_id, per_case, positions, scatter
 
 
 def throughput_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
@@ -30,7 +31,7 @@ def throughput_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
         lambda c: c.get("layerMS"),
     )
     return figure(data, chart_layout("Useful throughput per GPU", "useful TFLOP/s per GPU",
-                                     xaxis=case_axis(cases)),
+                                     **case_frame(cases)),
                   empty=missing(cases, "a useful throughput"))
 
 
@@ -46,7 +47,7 @@ def percent_of_peak_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     shapes, notes = hline(100.0, "100 % of peak")
     return figure(data, chart_layout(
         "Useful throughput as % of the precision's theoretical peak", "% of theoretical peak",
-        xaxis=case_axis(cases), shapes=shapes, annotations=notes),
+        **case_frame(cases, shapes=shapes, annotations=notes)),
         empty=missing(cases, "a theoretical peak for its precision"))
 
 
@@ -57,21 +58,22 @@ def _window_range(case: CaseDict) -> tuple[float, float]:
 
 def layer_time_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     """3. Layer time: forward and backward stacked, windows' min-max as error bars."""
-    pos = positions(cases)
+    place = placement(cases)
+    pos, width = place.x, place.width * 0.92
     data: list[Trace] = []
     for key, group in grouped(cases).items():
         x = [pos[str(c["id"])] for c in group]
         name = series_name(key)
         ids = hover_data(group)
         data.append({
-            "type": "bar", "x": x, "y": [c.get("forwardMS") for c in group],
+            "type": "bar", "x": x, "y": [c.get("forwardMS") for c in group], "width": width,
             "name": name + " forward", "legendgroup": name, "marker": bar_marker(key),
             "customdata": ids, "hovertemplate": hover("forward %{y:.3f} ms"),
         })
         if any(c.get("backwardMS") is not None for c in group):
             data.append({
                 "type": "bar", "x": x, "y": [c.get("backwardMS") for c in group],
-                "name": name + " backward", "legendgroup": name, "opacity": 0.5,
+                "width": width, "name": name + " backward", "legendgroup": name, "opacity": 0.5,
                 "marker": bar_marker(key), "customdata": ids,
                 "hovertemplate": hover("backward %{y:.3f} ms"),
             })
@@ -88,7 +90,7 @@ def layer_time_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
                                    "windows spread %{customdata[1]:.2f} %"),
         })
     return figure(data, chart_layout("Layer time: forward + backward (bars: windows min-max)",
-                                     "time per layer (ms)", xaxis=case_axis(cases),
+                                     "time per layer (ms)", **case_frame(cases),
                                      barmode="stack"), empty=missing(cases, "a layer time"))
 
 
@@ -103,7 +105,7 @@ def nvlink_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
             top = [c.get(f"nvlinkMax{direction}GBps") for c in group]
             up = [t - m if t is not None and m is not None else None
                   for t, m in zip(top, mean, strict=True)]
-            custom = [[text(c["id"]), c.get(f"nvlinkMax{direction}GBps"),
+            custom = [[hover_id(c), c.get(f"nvlinkMax{direction}GBps"),
                        c.get(f"nvlink{direction}PercentOfPeak")] for c in group]
             data.append(scatter(
                 group, key, x, mean, custom,
@@ -118,8 +120,8 @@ def nvlink_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     shapes, notes = hline(peak, f"per-direction peak {fmt(peak)} GB/s")
     return figure(data, chart_layout(
         "NVLink TX (filled) and RX (open): mean over ranks, bar up to the max rank",
-        "NVLink GB/s per direction", xaxis=case_axis(cases), shapes=shapes,
-        annotations=notes), empty=missing(cases, "NVLink counters"))
+        "NVLink GB/s per direction", **case_frame(cases, shapes=shapes, annotations=notes)),
+        empty=missing(cases, "NVLink counters"))
 
 
 def hbm_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
@@ -132,8 +134,8 @@ def hbm_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     peak = meta.get("theoreticalHBMGBps")
     shapes, notes = hline(peak, f"HBM peak {fmt(peak)} GB/s")
     return figure(data, chart_layout("Analytical HBM bandwidth (useful bytes / layer time)",
-                                     "HBM GB/s", xaxis=case_axis(cases), shapes=shapes,
-                                     annotations=notes),
+                                     "HBM GB/s",
+                                     **case_frame(cases, shapes=shapes, annotations=notes)),
                   empty=missing(cases, "an analytical HBM bandwidth"))
 
 
@@ -158,18 +160,20 @@ PHASES = (("dispatch", "#4c78a8"), ("experts", "#f58518"), ("combine", "#54a24b"
 def phases_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     """10. Per-phase times (phaseMS: dispatch, experts, combine), stacked per case; a case
     without them (another runner's, or one whose phase pass did not run) draws no bar."""
-    x = list(range(len(cases)))
+    place = placement(cases)
+    x = [place.x[str(c["id"])] for c in cases]
     data: list[Trace] = []
     for phase, colour in PHASES:
         values = [(c.get("phaseMS") or {}).get(phase) for c in cases]
         data.append({
-            "type": "bar", "x": x, "y": values, "name": phase, "marker": {"color": colour},
+            "type": "bar", "x": x, "y": values, "width": place.width * 0.92, "name": phase,
+            "marker": {"color": colour},
             "customdata": hover_data(cases, _configuration, partial(_phase_rate, phase=phase)),
             "hovertemplate": hover(f"{phase} %{{y:.4f}} ms", "%{customdata[1]}",
                                    "%{customdata[2]}"),
         })
     return figure(data, chart_layout("Phases: dispatch, experts, combine (each timed alone)",
-                                     "time per phase (ms)", xaxis=case_axis(cases),
+                                     "time per phase (ms)", **case_frame(cases),
                                      barmode="stack", legend={"title": titled("phase")}),
                   empty=missing(cases, "per-phase times (phaseMS)"))
 

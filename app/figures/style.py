@@ -1,5 +1,7 @@
-"""How a case looks on every chart: one colour per precision, one marker and bar pattern per
-pipeline, series grouped by (precision, pipeline), and report strings escaped for plotly.
+"""How a case looks on every chart: one colour and one marker shape per precision (from
+colour-blind-safe palettes: no red or green, which mean worse and better), a mark inside the
+marker and a bar pattern per pipeline, series grouped by (precision, pipeline), and report
+strings escaped for plotly.
 
 Every string that comes from a report goes through :func:`text`: plotly renders a small
 HTML subset in hover text, legends and titles, and a report's strings must show literally.
@@ -22,10 +24,17 @@ Spec = dict[str, Any]  # a plotly figure as plain data: {"data": [...], "layout"
 
 GIB = float(2**30)
 
-_KNOWN_COLOURS = {"bf16": "#1f77b4", "mxfp8": "#d62728", "nvfp4": "#2ca02c", "fp8": "#ff7f0e"}
-PALETTE = ("#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#ff7f0e")
-_KNOWN_SYMBOLS = {"standard": "circle", "staged": "square", "mega": "diamond"}
-_SYMBOLS = ("triangle-up", "cross", "x", "star", "hexagon", "pentagon", "triangle-down")
+# Okabe & Ito's colour-blind-safe colours for the known precisions (blue, orange, reddish
+# purple, sky blue), Paul Tol's muted scheme for others: told apart under every common
+# colour-vision deficiency, and none is the red or green of a regression or improvement.
+_KNOWN_COLOURS = {"bf16": "#0072B2", "mxfp8": "#E69F00", "nvfp4": "#CC79A7", "fp8": "#56B4E9"}
+PALETTE = ("#332288", "#44AA99", "#882255", "#999933", "#88CCEE", "#AA4499", "#DDCC77")
+# The precision's shape repeats its colour for whoever cannot tell the colours apart.
+_KNOWN_SHAPES = {"bf16": "circle", "mxfp8": "square", "nvfp4": "diamond"}
+_SHAPES = ("triangle-up", "triangle-down", "pentagon", "hexagon", "star", "hourglass")
+# The pipeline's mark inside the shape (plotly's -cross and -x symbols of circle, square
+# and diamond); another pipeline gets a dot.
+_KNOWN_MARKS = {"standard": "", "staged": "-cross", "mega": "-x"}
 _KNOWN_PATTERNS = {"standard": "", "staged": "/", "mega": "x"}
 _PATTERNS = ("\\", "-", "|", "+", ".")
 
@@ -40,9 +49,24 @@ def precision_colour(precision: str) -> str:
     return _KNOWN_COLOURS.get(precision) or PALETTE[_stable_index(precision, len(PALETTE))]
 
 
+def precision_symbol(precision: str) -> str:
+    """One marker shape per precision, the same on every chart."""
+    return _KNOWN_SHAPES.get(precision) or _SHAPES[_stable_index(precision, len(_SHAPES))]
+
+
 def pipeline_symbol(pipeline: str) -> str:
-    """One marker symbol per pipeline, the same on every chart."""
-    return _KNOWN_SYMBOLS.get(pipeline) or _SYMBOLS[_stable_index(pipeline, len(_SYMBOLS))]
+    """The pipeline's mark inside a precision's shape: '' (plain), '-cross', '-x', '-dot'."""
+    known = _KNOWN_MARKS.get(pipeline)
+    return known if known is not None else "-dot"
+
+
+def marker_symbol(key: tuple[str, str]) -> str:
+    """plotly's symbol of a (precision, pipeline): the shape with the pipeline's mark (the
+    unknown shapes have no -cross or -x variant, only -dot)."""
+    shape, mark = precision_symbol(key[0]), pipeline_symbol(key[1])
+    if mark in ("-cross", "-x") and shape not in ("circle", "square", "diamond"):
+        mark = "-dot"
+    return shape + mark
 
 
 def pipeline_pattern(pipeline: str) -> str:
@@ -88,8 +112,12 @@ def grouped(cases: Iterable[CaseDict]) -> dict[tuple[str, str], list[CaseDict]]:
 
 def marker(key: tuple[str, str], *, open_: bool = False, size: int = 9) -> dict[str, Any]:
     colour = precision_colour(key[0])
-    return {"color": colour, "symbol": pipeline_symbol(key[1]) + ("-open" if open_ else ""),
-            "size": size, "line": {"width": 1, "color": colour}}
+    symbol = marker_symbol(key)
+    # A filled marker draws its inner mark in the line colour: white, or it would vanish.
+    line = colour if open_ or symbol == precision_symbol(key[0]) else "#ffffff"
+    return {"color": colour, "symbol": symbol + ("-open" if open_ else ""),
+            "size": size + (1 if symbol != precision_symbol(key[0]) else 0),
+            "line": {"width": 1, "color": line}}
 
 
 def bar_marker(key: tuple[str, str]) -> dict[str, Any]:

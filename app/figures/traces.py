@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from app.case_fields import CaseDict
+from app.figures.configuration import placement
 from app.figures.style import Trace, grouped, marker, series_name, text
 
 
@@ -16,8 +17,9 @@ def hover(*lines: str) -> str:
     return "<br>".join(["<b>%{customdata[0]}</b>", *lines]) + "<extra>%{fullData.name}</extra>"
 
 
-def positions(cases: Sequence[CaseDict]) -> dict[str, int]:
-    return {str(c["id"]): i for i, c in enumerate(cases)}
+def positions(cases: Sequence[CaseDict]) -> dict[str, float]:
+    """Each case's place on a per-case chart's axis (see configuration.placement)."""
+    return placement(cases).x
 
 
 def hover_data(group: Sequence[CaseDict], *values: Callable[[CaseDict], Any]) -> list[list[Any]]:
@@ -31,6 +33,14 @@ def hover_id(case: CaseDict) -> str:
     return text(case["id"]) + (f" · {text(mark)}" if mark else "")
 
 
+def caveat_codes(case: CaseDict) -> list[str]:
+    return [str(c["code"]) for c in case.get("caveats") or []]
+
+
+# A caveated case's marker gets a dark outline, so it stands out without hovering.
+CAVEAT_OUTLINE = "#111111"
+
+
 def scatter(group: Sequence[CaseDict], key: tuple[str, str], x: Sequence[Any], y: Sequence[Any],
             custom: list[list[Any]], template: str, **extra: Any) -> Trace:
     trace: Trace = {
@@ -39,6 +49,16 @@ def scatter(group: Sequence[CaseDict], key: tuple[str, str], x: Sequence[Any], y
         "customdata": custom, "hovertemplate": template,
     }
     trace.update(extra)
+    codes = [caveat_codes(c) for c in group]
+    if any(codes):
+        style = trace["marker"]
+        colour = style.get("line", {}).get("color", style.get("color"))
+        trace["marker"] = {**style, "line": {
+            "width": [2.0 if c else 1.0 for c in codes],
+            "color": [CAVEAT_OUTLINE if c else colour for c in codes]}}
+        trace["hovertext"] = [f"caveats: {text(', '.join(c))}" if c else "no caveat"
+                              for c in codes]
+        trace["hovertemplate"] = template.replace("<extra>", "<br>%{hovertext}<extra>", 1)
     return trace
 
 

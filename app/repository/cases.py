@@ -132,7 +132,9 @@ def facets(session: Session, report_id: int) -> dict[str, list[Any]]:
     _require_report(session, report_id)
     return {
         f.wire: list(session.execute(
-            select(column(f)).where(CaseRow.report_id == report_id).distinct()
+            # A derived field (the limiter) is null where no roof is known: not a value.
+            select(column(f)).where(CaseRow.report_id == report_id, column(f).is_not(None))
+            .distinct()
             .order_by(column(f))
         ).scalars().all())
         for f in case_fields.FILTERABLE

@@ -53,6 +53,7 @@ class ChartPanel:
     caveats: dict[str, int]  # over every case in view, charted or not
     case_count: int  # cases in view
     charted: int  # cases the chart draws (at most CHART_CASE_CAP)
+    absent: str = ""  # why the view has nothing for this chart ('' when it has)
 
 
 def chart_panels(meta: Mapping[str, Any], cases: Sequence[CaseDict], caveats: dict[str, int],
@@ -70,6 +71,6 @@ def chart_panels(meta: Mapping[str, Any], cases: Sequence[CaseDict], caveats: di
             key=chart.key, title=chart.title, figure=chart.make(drawn, dict(meta),
                                                        legend=False),
             notes=[notes[k] for k in keys if k in notes], caveats=caveats,
-            case_count=len(cases), charted=len(drawn),
+            case_count=len(cases), charted=len(drawn), absent=chart.absent(drawn),
         ))
     return panels

@@ -1,10 +1,9 @@
-"""/reports/<id> — one report: header, filters (kept in the URL), every chart of
-figures.CHARTS each with the notes and caveats that qualify it, the notes panel, the case
+"""/reports/<id> — one report: header, filters (kept in the URL), the configuration matrix,
+eleven charts each with the notes and caveats that qualify it, the notes panel, the case
 table, CSV."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dash
@@ -15,7 +14,17 @@ from app import figures
 from app.case_fields import FILTERABLE, TABLED, CaseField, CaseFilter
 from app.core.db import session_scope
 from app.core.errors import NotFound
-from app.dashboard import filters, history_view, links, moved_cases, report_cache
+from app.dashboard import (
+    caveat_list,
+    filter_options,
+    filters,
+    history_view,
+    links,
+    matrix_table,
+    moved_cases,
+    report_cache,
+    summary_table,
+)
 from app.dashboard.components import (
     GRAPH_CONFIG,
     caveat_badges,
@@ -25,7 +34,8 @@ from app.dashboard.components import (
     style_legend,
     table,
 )
-from app.services import case_table, case_text, chart_panels, report_view
+from app.services import case_table, chart_panels, report_view
+from app.services.matrix import build_matrix, report_matrix
 from ingest.derived import report_notes
 
 dash.register_page(__name__, path_template="/reports/<report_id>",
@@ -53,15 +63,15 @@ def header(h: report_view.ReportHeader, export_href: str) -> html.Div:
     ], className="report-header")
 
 
-def filter_controls(options: Mapping[str, Sequence[Any]], chosen: CaseFilter) -> html.Div:
+def filter_controls(options: dict[str, list[dict[str, Any]]], chosen: CaseFilter) -> html.Div:
+    """A dropdown per filterable field; each option with its count under the other
+    filters, disabled at 0 (filter_options)."""
     controls = []
     for name in (f.wire for f in FILTERABLE):
         controls.append(html.Label([
             html.Span(name),
             dcc.Dropdown(
-                id=f"report-filter-{name}",
-                options=[{"label": case_text.display_value(v), "value": str(v)}
-                         for v in options.get(name, [])],
+                id=f"report-filter-{name}", options=options.get(name, []),
                 value=[str(v) for v in getattr(chosen, name)], multi=True,
                 placeholder="all",
             ),
@@ -82,36 +92,66 @@ def chart_aside(panel: chart_panels.ChartPanel) -> list[Any]:
     ]
 
 
-def chart_rows(panels: list[chart_panels.ChartPanel]) -> list[html.Section]:
-    return [html.Section([
+def chart_rows(panels: list[chart_panels.ChartPanel]) -> list[Any]:
+    """Every chart (a chart with nothing to show hidden, so a filter can bring it back),
+    then one line per chart left out and why."""
+    return [*(html.Section([
         html.Div(dcc.Graph(id=f"report-graph-{p.key}", figure=p.figure, config=GRAPH_CONFIG),
                  className="chart"),
         html.Aside(chart_aside(p), id=f"report-aside-{p.key}", className="chart-aside"),
-    ], className="chart-row", id=f"report-chart-{p.key}") for p in panels]
+    ], className="chart-row", id=f"report-chart-{p.key}", hidden=bool(p.absent))
+        for p in panels),
+        html.Div(absent_lines(panels), id="report-absent-charts", className="muted")]
+
+
+def absent_lines(panels: list[chart_panels.ChartPanel]) -> list[html.P]:
+    return [html.P(f"{p.title} not drawn: {p.absent}.") for p in panels if p.absent]
+
+
+# What an engineer reads first, left to right, visible at 1440 px without scrolling: the
+# configuration, the variant, the time, the throughput, how far from peak, what bounds it.
+FIRST_COLUMNS = ("id", "mode", "ep", "precision", "pipeline", "category", "F", "imbalance",
+                 "layerMS", "usefulTFPerGPU", "percentOfPeak", "limiter")
+_NARROW = {"ep": 64, "F": 72, "imbalance": 84, "mode": 92, "pipeline": 92, "precision": 90,
+           "category": 118, "limiter": 88, "layerMS": 88, "percentOfPeak": 92}
 
 
 def _column_def(field: CaseField) -> dict[str, Any]:
     cell: dict[str, Any] = {}
     if field.wire == "id":
-        cell = {"cellRenderer": "CaseLink", "pinned": "left", "minWidth": 320}
+        # Wrapped, not cut: ids differ at their end (F3072-i1, -i4).
+        cell = {"cellRenderer": "CaseLink", "pinned": "left", "width": 290, "minWidth": 200,
+                "wrapText": True, "autoHeight": True,
+                "cellStyle": {"wordBreak": "break-all", "lineHeight": "18px",
+                              "paddingTop": "4px", "paddingBottom": "4px"}}
     elif field.kind in (int, float):
         cell = {"filter": "agNumberColumnFilter",
                 "valueFormatter": {"function": "caseNumber(params.value)"}}  # see static/
+    if field.wire in _NARROW:
+        cell.update(width=_NARROW[field.wire], minWidth=60)
     return {"field": field.wire, "headerName": field.label, **cell}
 
 
+def _ordered(fields: tuple[CaseField, ...]) -> list[CaseField]:
+    first = [f for name in FIRST_COLUMNS for f in fields if f.wire == name]
+    return first + [f for f in fields if f.wire not in FIRST_COLUMNS]
+
+
 COLUMN_DEFS: list[dict[str, Any]] = [
-    *(_column_def(f) for f in TABLED),
+    *(_column_def(f) for f in _ordered(TABLED)),
     {"field": "caveats", "headerName": "caveats", "cellRenderer": "CaveatBadges", "minWidth": 240},
 ]
+FIRST_SHOWN = len(FIRST_COLUMNS)  # the history column goes after them
 
 
 def case_grid() -> dag.AgGrid:
     """Empty at first: its rows come from ``report-rows`` once the charts are drawn."""
     return dag.AgGrid(
         id="report-grid", rowData=[],
-        columnDefs=[COLUMN_DEFS[0], moved_cases.TREND_COLUMN, *COLUMN_DEFS[1:]],
-        defaultColDef={"sortable": True, "filter": True, "resizable": True, "minWidth": 90},
+        columnDefs=[*COLUMN_DEFS[:FIRST_SHOWN], moved_cases.TREND_COLUMN,
+                    *COLUMN_DEFS[FIRST_SHOWN:]],
+        defaultColDef={"sortable": True, "filter": True, "resizable": True, "minWidth": 90,
+                       "wrapHeaderText": True, "autoHeaderHeight": True},
         dashGridOptions={"pagination": True, "paginationPageSize": 50,
                          "animateRows": False},
         style={"height": "560px"}, className="ag-theme-alpine",
@@ -125,27 +165,43 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
             if rid is None:
                 raise NotFound(f"report {report_id} does not exist")
             marks = history_view.report_marks(session, rid)
-            view = report_view.report_view(report_cache(), session, rid,
-                                           filters.filters_from_query(query),
+            data = report_cache().report(session, rid)
+            problems = filter_options.url_problems(query, data.facets)
+            chosen = filter_options.known_filters(filters.filters_from_query(query),
+                                                  data.facets)
+            view = report_view.report_view(report_cache(), session, rid, chosen,
                                            history_view.hover_marks(marks.marks))
         except NotFound as exc:
             return not_found(exc.detail)
+    hint = filter_options.empty_hint(data.cases, chosen)
     return html.Div([
         dcc.Store(id="report-id", data=rid),
         dcc.Store(id="report-history-marks", data=marks.marks),
         dcc.Store(id="report-search", data=filters.search_from_filters(view.filters)),
         dcc.Store(id="report-search-applied"),
         header(view.header, links.report_export_href(rid, view.filters)),
-        filter_controls(view.facets, view.filters),
+        html.Div([html.P(p) for p in problems], id="report-url-problems",
+                 className="url-problems", hidden=not problems),
+        filter_controls(filter_options.all_options(data.facets, data.cases, chosen), chosen),
         html.Div(view.count_text, id="report-count", className="count"),
+        html.Div(hint, id="report-empty", className="empty-hint", hidden=not hint),
         html.Div(view.banner, id="report-cap-banner", className="cap-banner",
                  hidden=not view.banner),
+        matrix_table.matrix_section(rid, build_matrix(view.cases)),
+        html.Details([html.Summary("Summary per mode x precision x pipeline"),
+                      html.Div(summary_table.summary_table(view.cases), id="report-summary")],
+                     open=True, className="summary-section"),
         moved_cases.moved_cases_section(marks),
         html.Div(style_legend(view.charted), id="report-legend", className="style-legend"),
-        html.Div(chart_rows(view.panels), id="report-charts"),
+        # An empty view draws no empty axes: the hint above says what to relax.
+        html.Div(chart_rows(view.panels), id="report-charts", hidden=bool(hint)),
         html.Section([html.H2("Report notes"),
                       *[note_block(n) for n in report_notes(view.meta)]],
                      id="report-notes", className="notes-panel"),
+        html.Section([html.H2("Caveats of the cases in view"),
+                      html.Div(caveat_list.caveat_list(rid, view.cases),
+                               id="report-caveat-list")],
+                     id="report-caveats", className="notes-panel"),
         html.Section([
             html.H2("Cases"),
             html.Div([html.Button("Download CSV of the rows in view", id="report-csv-button"),
@@ -162,6 +218,12 @@ OUTPUTS = [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS] + 
     Output("report-cap-banner", "children"), Output("report-cap-banner", "hidden"),
     Output("report-search", "data"), Output("report-legend", "children"),
     Output("report-export-link", "href"),
+    Output("report-empty", "children"), Output("report-empty", "hidden"),
+    Output("report-url-problems", "hidden"), Output("report-charts", "hidden"),
+    Output("report-summary", "children"), Output("report-caveat-list", "children"),
+    *(Output(f"report-chart-{c.key}", "hidden") for c in figures.CHARTS),
+    Output("report-absent-charts", "children"),
+    *(Output(f"report-filter-{f.wire}", "options") for f in FILTERABLE),
 ]
 
 
@@ -171,14 +233,33 @@ OUTPUTS = [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS] + 
 def refilter(*args: Any) -> list[Any]:
     """Redraw every chart and the table for the chosen filters."""
     *values, report_id, marks = args
+    chosen = filters.filters_from_controls(values)
     with session_scope() as session:
-        view = report_view.report_view(report_cache(), session, report_id,
-                                       filters.filters_from_controls(values),
+        view = report_view.report_view(report_cache(), session, report_id, chosen,
                                        history_view.hover_marks(marks or {}))
+        data = report_cache().report(session, report_id)
+    hint = filter_options.empty_hint(data.cases, chosen)
+    choices = filter_options.all_options(data.facets, data.cases, chosen)
     return [*[p.figure for p in view.panels], *[chart_aside(p) for p in view.panels],
             view.rows, view.count_text, view.banner, not view.banner,
             filters.search_from_filters(view.filters),
-            style_legend(view.charted), links.report_export_href(report_id, view.filters)]
+            style_legend(view.charted), links.report_export_href(report_id, view.filters),
+            hint, not hint, True, bool(hint), summary_table.summary_table(view.cases),
+            caveat_list.caveat_list(report_id, view.cases),
+            *(bool(p.absent) for p in view.panels), absent_lines(view.panels),
+            *(choices[f.wire] for f in FILTERABLE)]
+
+
+@callback(Output("report-matrix", "children"), Input("report-matrix-metric", "value"),
+          [Input(f"report-filter-{f.wire}", "value") for f in FILTERABLE],
+          State("report-id", "data"), prevent_initial_call=True)
+def rematrix(metric: str, *args: Any) -> html.Div:
+    """The matrix for the chosen metric and filters."""
+    *values, report_id = args
+    with session_scope() as session:
+        matrix = report_matrix(session, int(report_id), filters.filters_from_controls(values),
+                               metric)
+    return matrix_table.matrix_table(int(report_id), matrix)
 
 
 # The view's filters go into the address bar without a page reload, so a view can be

@@ -1,0 +1,70 @@
+"""The configuration matrix as the report page draws it: an HTML table, grouped by mode,
+precision over pipeline in the header, the best cell of each row marked, a blank where a
+combination was not run; each cell names its case on hover and opens it on click."""
+
+from __future__ import annotations
+
+from itertools import groupby
+from typing import Any
+
+from dash import dcc, html
+
+from app.dashboard import links
+from app.services.matrix import DEFAULT_METRIC, METRICS, Matrix, MatrixCell
+
+METRIC_OPTIONS = [{"label": m.label, "value": m.wire} for m in METRICS.values()]
+
+
+def _cell(report_id: int, matrix: Matrix, cell: MatrixCell | None, best: bool) -> html.Td:
+    if cell is None:
+        return html.Td("", className="matrix-blank", title="not run")
+    hover = cell.case_id + (f" (caveats: {', '.join(cell.caveats)})" if cell.caveats else "")
+    text = matrix.text(cell.value) or "n/a"
+    classes = ["matrix-cell", *(["matrix-best"] if best else []),
+               *(["matrix-caveated"] if cell.caveats else [])]
+    if isinstance(cell.value, str):
+        classes.append(f"limiter-{cell.value}")
+    return html.Td(dcc.Link(("\u2605 " if best else "") + text,
+                            href=links.case_href(report_id, cell.case_id)),
+                   className=" ".join(classes), title=hover)
+
+
+def matrix_table(report_id: int, matrix: Matrix) -> html.Div:
+    if not matrix.rows:
+        return html.Div("no case in view", className="muted")
+    head = html.Thead([
+        html.Tr([html.Th("configuration", rowSpan=2),
+                 *(html.Th(p, colSpan=n, className="matrix-precision")
+                   for p, n in matrix.precision_spans())]),
+        html.Tr([html.Th(pipeline) for _, pipeline in matrix.columns]),
+    ])
+    body: list[Any] = []
+    for mode, rows in groupby(matrix.rows, key=lambda r: r.configuration.mode):
+        body.append(html.Tr(html.Th(mode, colSpan=1 + len(matrix.columns),
+                                    className="matrix-mode")))
+        for row in rows:
+            body.append(html.Tr([
+                html.Th(row.label, className="matrix-config"),
+                *(_cell(report_id, matrix, cell, i == row.best)
+                  for i, cell in enumerate(row.cells)),
+            ]))
+    best = ("" if matrix.metric.better is None else
+            f"; \u2605 the row's best ({matrix.metric.better} is better)")
+    return html.Div([
+        html.Table([head, html.Tbody(body)], className="grid-table matrix-table",
+                   id="report-matrix-table"),
+        html.Div(f"{matrix.metric.label} per case{best}; blank: not run; hover for the case "
+                 "id, click to open it", className="muted"),
+    ])
+
+
+def matrix_section(report_id: int, matrix: Matrix) -> html.Section:
+    return html.Section([
+        html.Div([
+            html.H2("Configuration matrix"),
+            dcc.Dropdown(id="report-matrix-metric", options=METRIC_OPTIONS,
+                         value=DEFAULT_METRIC, clearable=False, searchable=False,
+                         className="matrix-metric"),
+        ], className="matrix-head"),
+        html.Div(matrix_table(report_id, matrix), id="report-matrix"),
+    ], id="report-matrix-section", className="matrix-section")

@@ -1,0 +1,30 @@
+"""The summary per mode x precision x pipeline as the report page shows it (the rows are
+app.export.summary's, which the export shows too)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dash import html
+
+from app.case_fields import CaseDict
+from app.dashboard.components import table
+from app.export.summary import summary_rows
+
+HEADER = ("mode", "precision", "pipeline", "cases", "best % of peak", "median % of peak",
+          "best useful TFLOP/s", "median layer ms", "limiters")
+
+
+def _number(value: float | None, digits: int = 1) -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}"
+
+
+def summary_table(cases: Sequence[CaseDict]) -> html.Table | html.Div:
+    rows = summary_rows(cases)
+    if not rows:
+        return html.Div("no case in view", className="muted")
+    return table(HEADER, [
+        (r.mode, r.precision, r.pipeline, str(r.cases), _number(r.best_percent_of_peak),
+         _number(r.median_percent_of_peak), _number(r.best_useful_tf),
+         _number(r.median_layer_ms, 3), r.limiter_text) for r in rows],
+        id="report-summary-table")

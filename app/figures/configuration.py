@@ -1,0 +1,99 @@
+"""What a case's configuration is and how it is named and ordered: (mode, EP, category, F,
+imbalance) with its precision x pipeline variants. The per-case charts' axis and the
+configuration matrix both place cases by it, so a point and a cell carry the same label."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.case_fields import CaseDict
+
+# Known values first, in the order an engineer reads them; others follow alphabetically.
+_ORDER = {
+    "mode": ("inference", "training"),
+    "precision": ("bf16", "mxfp8", "nvfp4"),
+    "pipeline": ("standard", "staged", "mega"),
+}
+
+
+def rank(field: str, value: Any) -> tuple[int, str]:
+    known = _ORDER.get(field, ())
+    return (known.index(value), "") if value in known else (len(known), str(value))
+
+
+@dataclass(frozen=True)
+class Configuration:
+    mode: str
+    ep: int
+    category: str
+    F: int
+    imbalance: float
+
+    def sort_key(self) -> tuple[Any, ...]:
+        return (rank("mode", self.mode), self.ep, self.F, self.imbalance, self.category)
+
+    def label(self, with_category: bool = False) -> str:
+        """``EP8 F3072 i1``: short enough for an axis; the category where it tells apart."""
+        text = f"EP{self.ep} F{self.F} i{self.imbalance:g}"
+        return f"{text} {self.category}" if with_category else text
+
+
+def configuration(case: CaseDict) -> Configuration:
+    return Configuration(str(case["mode"]), int(case["ep"]), str(case["category"]),
+                         int(case["F"]), float(case["imbalance"]))
+
+
+def variant(case: CaseDict) -> tuple[str, str]:
+    return str(case["precision"]), str(case["pipeline"])
+
+
+def variant_key(pair: tuple[str, str]) -> tuple[Any, ...]:
+    return (rank("precision", pair[0]), rank("pipeline", pair[1]))
+
+
+# The share of a configuration's slot its variants fill; the rest separates configurations.
+_FILL = 0.84
+
+
+@dataclass(frozen=True)
+class Group:
+    """Consecutive configurations of one mode and category, shown under one heading."""
+
+    title: str
+    first: int  # index of its first configuration
+    last: int
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where each case sits on a per-case chart's axis: configuration i at i, its variants
+    side by side within it, in the same order in every configuration (blank where not run)."""
+
+    x: dict[str, float]  # case id -> position
+    width: float  # of one variant's slot: a bar's width
+    configurations: list[Configuration]
+    labels: list[str]  # each configuration's tick label
+    groups: list[Group]
+
+
+def placement(cases: Sequence[CaseDict]) -> Placement:
+    variants = sorted({variant(c) for c in cases}, key=variant_key)
+    column = {v: i for i, v in enumerate(variants)}
+    configs = sorted({configuration(c) for c in cases},
+                     key=lambda c: (rank("mode", c.mode), c.category, c.ep, c.F, c.imbalance))
+    index = {c: i for i, c in enumerate(configs)}
+    width = _FILL / max(len(variants), 1)
+    x = {str(c["id"]): index[configuration(c)] + (column[variant(c)] - (len(variants) - 1) / 2)
+         * width for c in cases}
+    groups: list[Group] = []
+    for i, config in enumerate(configs):
+        title = f"{config.mode} · {config.category}"
+        if groups and groups[-1].title == title:
+            groups[-1] = Group(title, groups[-1].first, i)
+        else:
+            groups.append(Group(title, i, i))
+    # Stacked lines stay narrow at 1024 px; the group heading names mode and category.
+    labels = [f"EP{c.ep}<br>F{c.F}<br>i{c.imbalance:g}" for c in configs]
+    return Placement(x, width, configs, labels, groups)

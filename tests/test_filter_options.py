@@ -1,0 +1,60 @@
+"""Filters that know the data, on the reference's cases: counts under the other filters,
+disabled options, the empty view's hint and the URL's bad values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.case_fields import CaseFilter
+from app.dashboard.filter_options import (
+    all_options,
+    empty_hint,
+    known_filters,
+    option_counts,
+    url_problems,
+)
+
+Body = dict[str, Any]
+FACETS: dict[str, list[Any]] = {
+    "mode": ["inference", "training"], "ep": [8, 16, 32, 64],
+    "precision": ["bf16", "mxfp8", "nvfp4"], "pipeline": ["mega", "staged", "standard"],
+    "category": ["single_layer", "width"], "F": [1536, 3072, 6144],
+    "imbalance": [1.0, 4.0, 8.0], "limiter": [],
+}
+
+
+def test_training_offers_no_ep8_and_no_nvfp4(reference: Body) -> None:
+    cases = reference["cases"]
+    training = CaseFilter(mode=["training"])
+    counts = option_counts(cases, training)
+    # Training ran at EP 32 and 64 only, in bf16 and mxfp8: counted from the cases here.
+    assert counts["ep"] == {32: 9, 64: 18}
+    assert counts["precision"] == {"bf16": 9, "mxfp8": 18}
+    # The field's own filter is left out: both modes stay choosable with their counts.
+    assert counts["mode"] == {"inference": 36, "training": 27}
+    ep = {o["value"]: o for o in all_options(FACETS, cases, training)["ep"]}
+    assert ep["8"] == {"label": "8 (0)", "value": "8", "disabled": True}
+    assert ep["32"] == {"label": "32 (9)", "value": "32", "disabled": False}
+    # A chosen value stays enabled at 0, so it can be removed.
+    both = CaseFilter(mode=["training"], ep=[8])
+    assert not {o["value"]: o for o in all_options(FACETS, cases, both)["ep"]}["8"]["disabled"]
+
+
+def test_an_empty_view_names_the_filter_to_relax(reference: Body) -> None:
+    cases = reference["cases"]
+    assert empty_hint(cases, CaseFilter(mode=["training"])) == ""
+    hint = empty_hint(cases, CaseFilter(mode=["training"], precision=["nvfp4"]))
+    # Without mode: the 9 nvfp4 cases; without precision: the 27 training ones.
+    assert hint == ("No case matches these filters. Relax mode (training): 9 case(s) without "
+                    "it; precision (nvfp4): 27 case(s) without it.")
+
+
+def test_bad_url_values_are_named_with_the_values_that_exist() -> None:
+    problems = url_problems({"precision": "NVFP4", "ep": ["banana", "8"], "F": "3072"}, FACETS)
+    assert problems == [
+        "ep='banana' is not a whole number: ignored. This report has ep = 8, 16, 32, 64.",
+        "precision='NVFP4' matches no case of this report: ignored. It has precision = "
+        "bf16, mxfp8, nvfp4.",
+    ]
+    chosen = known_filters(CaseFilter(precision=["NVFP4", "bf16"], ep=[8, 12]), FACETS)
+    assert chosen == CaseFilter(precision=["bf16"], ep=[8])

@@ -1,0 +1,129 @@
+"""The report page answering at a glance, in headless Chromium against a live server on
+Postgres: configuration ticks on every per-case chart, the configuration matrix, and a bad
+URL filter's message. Screenshots at 1440 and 1024 px go to test-output/screenshots/."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from conftest import _REFERENCE, LiveServer, fresh_postgres_database, live_server
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from sqlalchemy.orm import Session
+from test_dashboard_browser import SCREENSHOTS, start_chromium, wait_for, wait_for_charts
+
+from app import figures
+from app.core.db import engine_for
+from app.repository import tokens
+
+pytestmark = pytest.mark.live
+
+# Every chart that places one point (or bar) per case on the configuration axis.
+# (plotly's tick class: x, or x3 for the memory chart's labelled bottom panel).
+PER_CASE = {"throughput": "x", "percent-of-peak": "x", "layer-time": "x", "nvlink": "x",
+            "hbm": "x", "memory": "x3", "phases": "x"}
+TICKS = """
+return Array.from(document.querySelectorAll(
+    '#report-graph-' + arguments[0] + ' .' + arguments[1] + 'tick text'))
+  .map(t => t.textContent);
+"""
+LABEL = re.compile(r"^EP\d+F\d+i\d+(\.\d+)?$")  # 'EP8<br>F3072<br>i1' as drawn (tspans)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, int]]:
+    with fresh_postgres_database() as url, \
+            live_server(url, tmp_path_factory.mktemp("report-live")) as live:
+        with Session(engine_for(url)) as session:
+            _, token = tokens.create_token(session, "report-browser", "ingest")
+            session.commit()
+        response = httpx.post(live.url + "/api/v1/reports", json=copy.deepcopy(_REFERENCE),
+                              headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        assert response.status_code == 201, response.text
+        yield live, int(response.json()["id"])
+        engine_for(url).dispose()
+
+
+@pytest.fixture(scope="module", params=["1440,1100", "1024,900"])
+def browser(request: pytest.FixtureRequest) -> Iterator[WebDriver]:
+    driver = start_chromium(request.param, {"browser": "ALL"})
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _width(driver: WebDriver) -> int:
+    return int(driver.execute_script("return window.innerWidth"))
+
+
+def test_every_per_case_chart_names_configurations(
+    browser: WebDriver, server: tuple[LiveServer, int]
+) -> None:
+    live, report_id = server
+    browser.get(f"{live.url}/reports/{report_id}")
+    wait_for_charts(browser, len(figures.CHARTS))
+    configs = {(c["mode"], c["category"], c["ep"], c["F"], c["imbalance"])
+               for c in _REFERENCE["cases"]}
+    for chart, axis in PER_CASE.items():
+        ticks = browser.execute_script(TICKS, chart, axis)
+        if chart == "phases":
+            # The reference has no phaseMS: the chart is left out, one line says why.
+            assert not browser.find_element(By.ID, f"report-chart-{chart}").is_displayed()
+            line = browser.find_element(By.ID, "report-absent-charts").text
+            assert line == ("Phases not drawn: no case in view has per-phase times (phaseMS: "
+                            "the runner did not time phases).")
+            continue
+        assert len(ticks) == len(configs) == 18, (chart, ticks)
+        assert all(LABEL.match(t) for t in ticks), (chart, ticks)
+        title = browser.find_element(By.ID, f"report-graph-{chart}").text
+        assert "view order" not in title
+    height = browser.execute_script("return document.body.scrollHeight")
+    browser.set_window_size(_width(browser), min(height, 9000))
+    browser.save_screenshot(str(SCREENSHOTS / f"report-{_width(browser)}.png"))
+
+
+def test_the_matrix_has_a_row_per_configuration_and_its_blanks(
+    browser: WebDriver, server: tuple[LiveServer, int]
+) -> None:
+    live, report_id = server
+    browser.get(f"{live.url}/reports/{report_id}")
+    table = wait_for(browser, lambda d: d.find_elements(By.ID, "report-matrix-table"),
+                     "the configuration matrix")[0]
+    rows = table.find_elements(By.CSS_SELECTOR, "th.matrix-config")
+    configs = {(c["mode"], c["category"], c["ep"], c["F"], c["imbalance"])
+               for c in _REFERENCE["cases"]}
+    assert len(rows) == len(configs) == 18
+    # Training ran no nvfp4: its 9 rows have one blank each, and nothing else is blank.
+    blanks = table.find_elements(By.CSS_SELECTOR, "td.matrix-blank")
+    assert len(blanks) == 9 and all(b.text == "" for b in blanks)
+    cells = table.find_elements(By.CSS_SELECTOR, "td.matrix-cell")
+    assert len(cells) == len(_REFERENCE["cases"])
+    assert len(table.find_elements(By.CSS_SELECTOR, "td.matrix-best")) == 18
+    first = cells[0]
+    case_id = "inference-ep8-bf16-standard-single_layer-F3072-i1"
+    assert first.get_attribute("title") == case_id
+    first.find_element(By.TAG_NAME, "a").click()
+    wait_for(browser, lambda d: d.current_url.endswith(f"/reports/{report_id}/cases/{case_id}"),
+             "the case page")
+
+
+def test_a_bad_url_filter_shows_its_message(
+    browser: WebDriver, server: tuple[LiveServer, int]
+) -> None:
+    live, report_id = server
+    browser.get(f"{live.url}/reports/{report_id}?precision=NVFP4&ep=banana")
+    message = wait_for(browser, lambda d: [e for e in d.find_elements(
+        By.ID, "report-url-problems") if e.is_displayed()], "the URL's message")[0].text
+    assert "precision='NVFP4' matches no case of this report" in message
+    assert "precision = bf16, mxfp8, nvfp4" in message
+    assert "ep='banana' is not a whole number" in message and "8, 16, 32, 64" in message
+    # The bad values filter nothing: every case is in view.
+    count = browser.find_element(By.ID, "report-count").text
+    assert count == "63 of 63 cases in view"
+
