@@ -8,8 +8,8 @@ quantization, routing, graph capture and compilation, the first warm-up), its ti
 (every timed iteration: windows x iterations x the window mean, per kind of window), the
 rest of the case (``wallS`` minus both: the other warm-ups, the phase pass, the float32
 reference) and ``wallS``; then the same summed over the cases against the run's own
-wall time (process start-up, the probes, rendezvous). CPU figures: they show where
-set-up goes, not GPU speed.
+wall time (which adds process start-up, the probes, rendezvous, and gathering and
+writing each case). CPU figures: they show where set-up goes, not GPU speed.
 """
 
 from __future__ import annotations
@@ -90,7 +90,8 @@ def main() -> int:
           f"{wall - setup - timed:8.2f} {wall:8.2f}")
     print(f"run wall time {run_s:.2f} s: cases {wall:.2f} s ({wall / run_s:.0%}), of which "
           f"set-up {setup:.2f} s ({setup / run_s:.0%}) and timed {timed:.2f} s "
-          f"({timed / run_s:.0%}); outside the cases (start-up, probes, rendezvous) "
+          f"({timed / run_s:.0%}); outside the cases (process start-up and imports, the "
+          f"probes, rendezvous, gathering, checking and writing each case) "
           f"{run_s - wall:.2f} s")
     return 0
 

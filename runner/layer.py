@@ -337,7 +337,8 @@ GROUPED_MM_CAPABILITIES = (9, 10)
 
 def grouped_mm_probe(device: torch.device) -> GroupedProbe:
     """Whether ``experts_grouped`` runs here: forward and backward on a tiny bf16 problem
-    with an empty expert and 16-aligned dimensions, against a matmul per expert."""
+    with an empty expert and groups of unaligned sizes (the unpadded pipelines send any
+    count; the backward's weight gradient groups along them), against a matmul per expert."""
     if not hasattr(torch, "_grouped_mm"):
         return GroupedProbe(False, f"torch {torch.__version__} has no torch._grouped_mm "
                                    f"(added in 2.8)")
@@ -354,7 +355,7 @@ def grouped_mm_probe(device: torch.device) -> GroupedProbe:
         w = torch.randn(3, 32, 16, generator=g, device=device).to(torch.bfloat16)
         x.requires_grad_(True)
         w.requires_grad_(True)
-        counts = [16, 0, 32]
+        counts = [5, 0, 43]  # unaligned groups, as the standard pipeline sends them
         offs = torch.tensor(counts, device=device).cumsum(0).to(torch.int32)
         y = torch._grouped_mm(x, w, offs=offs)
         grad = torch.randn(y.shape, generator=g, device=device).to(torch.bfloat16)
