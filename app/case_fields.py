@@ -114,6 +114,10 @@ FIELDS: tuple[CaseField, ...] = (
     CaseField("gpuState", "GPU state over the timed windows", dict),
     CaseField("gpuStateReason", "why no GPU state", str),
     CaseField("failure", "what ended the case (not an OOM)", str),
+    CaseField("expertKernel", "expert GEMM kernel", str),
+    CaseField("iterationMS", "iteration ms percentiles (p50, p90, p99)", dict),
+    CaseField("setupS", "set-up s (before the first timed window)", float),
+    CaseField("wallS", "case wall s", float),
 )
 
 FILTERABLE = tuple(f for f in FIELDS if f.filterable)

@@ -47,6 +47,7 @@ from runner.platform import detect, host_info, nvlink_counters
 
 plat = detect(0)
 print(json.dumps({"device": plat.gpu_name, "groupedMM": plat.grouped_mm,
+                  "groupedMMReason": plat.grouped_mm_reason,
                   "nativeScaledGEMM": plat.native_scaled,
                   "host": host_info(plat, 1)}, indent=1))
 if plat.cuda:

@@ -1,7 +1,8 @@
 """Per case of a runner report: layer time and window spread, useful TFLOP/s and % of
 the measured bf16 ceiling (and of the datasheet peak where the report has one), the
 per-phase times and bandwidths, numerics against the bound, the graph check, the memory
-peak, and the GPU state NVML sampled over the timed windows.
+peak, the GPU state NVML sampled over the timed windows, the expert kernel that ran, the
+iteration tails (p50/p90/p99) and the set-up time.
 
 usage: python bench/gpu_check_summary.py CEILING.json REPORT.json [REPORT.json ...]
 """
@@ -23,9 +24,22 @@ def _gpu_state(case: dict[str, Any]) -> str:
     state = case.get("gpuState")
     if not state:
         return f"gpuState null: {case.get('gpuStateReason')}"
-    return (f"gpuState SM {state['smClockMinMHz']:.0f}-{state['smClockMaxMHz']:.0f} MHz, "
+    median = state.get("smClockMedianMHz")
+    return (f"gpuState SM {state['smClockMinMHz']:.0f}-{state['smClockMaxMHz']:.0f} MHz "
+            f"(median {'-' if median is None else f'{median:.0f}'}), "
             f"<= {state['powerMaxW']:.0f} W, <= {state['temperatureMaxC']:.0f} C, reasons "
-            f"{state.get('throttleReasonNames') or '-'} ({state['samples']} samples)")
+            f"{state.get('throttleReasonNames') or '-'}, power capped "
+            f"{state.get('powerCapped')}, clocks locked {state.get('clocksLocked')} "
+            f"({state['samples']} samples)")
+
+
+def _kernel_and_tails(case: dict[str, Any]) -> str:
+    tails = (case.get("iterationMS") or {}).get("combined")
+    tail = (f"iterations p50 {tails['p50']:.4f} p90 {tails['p90']:.4f} p99 "
+            f"{tails['p99']:.4f} ms" if tails else "iterationMS null")
+    setup = case.get("setupS")
+    return (f"expert kernel {case.get('expertKernel') or '-'}; {tail}; set-up "
+            f"{'-' if setup is None else f'{setup:.1f} s'}")
 
 
 def _phases(case: dict[str, Any]) -> str:
@@ -59,6 +73,7 @@ def summarize(report: dict[str, Any], measured: float) -> None:
               f"{case.get('ooms', 0)}; emulated {case.get('emulated', False)}")
         print(f"  {_phases(case)}\n  {_gpu_state(case)}; NVLink TX "
               f"{case.get('nvlinkTXGBps')} RX {case.get('nvlinkRXGBps')} GB/s")
+        print(f"  {_kernel_and_tails(case)}")
         for key in ("failure", "graphNote", "oomNote", "runtimeSkipped"):
             if case.get(key):
                 print(f"  {key}: {case[key]}")

@@ -26,8 +26,12 @@ CLOCK_EVENT_REASONS = {
     0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal", 0x40: "hw_thermal",
     0x80: "hw_power_brake", 0x100: "display_clock_setting",
 }
-# Those that mean power or heat held the clocks down.
-THROTTLING = (0x4, 0x8, 0x20, 0x40, 0x80)
+# Those that mean heat or the hardware held the clocks down: the caveat 'throttled'.
+# sw_power_cap (0x4) is not among them: most compute-bound work meets its power limit,
+# and that is the GPU's normal ceiling, not a fault; gpuState.powerCapped says so apart.
+THROTTLING = (0x8, 0x20, 0x40, 0x80)
+POWER_CAP = 0x4
+APPLICATIONS_CLOCKS = 0x2  # clocks held at the applications (or locked) clocks setting
 
 
 def clock_event_names(bits: int) -> list[str]:
@@ -45,6 +49,7 @@ NOTE_QUALIFIES: dict[str, str] = {
     "memoryNote": "memory",
     "phaseNote": "per-phase times and bandwidths",
     "gpuStateNote": "GPU state and the throttled caveat",
+    "expertNote": "expert GEMM kernels and the expert_loop caveat",
 }
 
 
@@ -207,17 +212,32 @@ def caveats(meta: Meta, case: Case, derived: Derived | None = None) -> list[Cave
     throttled = _throttled(case)
     if throttled:
         add("throttled", f"clocks were held down during the timed windows ({throttled})")
+    if _loops_over_experts(case):
+        add("expert_loop",
+            f"the experts ran as a Python loop, one GEMM launch per expert "
+            f"({case.expertKernel}): times include per-expert launch overhead a grouped "
+            f"GEMM avoids")
     if case.failure:
         add("failed", f"the case ended early: {case.failure}; the later phases' fields are null")
     return out
 
 
 def _throttled(case: Case) -> str:
-    """The power/thermal throttle reasons the case's GPU state saw, named; '' if none."""
+    """The thermal, slowdown and power-brake reasons the case's GPU state saw, named;
+    '' if none."""
     if case.gpuState is None:
         return ""
     bits = case.gpuState.throttleReasons
     return ", ".join(CLOCK_EVENT_REASONS[bit] for bit in THROTTLING if bits & bit)
+
+
+# expertKernel values that are a Python loop over the experts (runner.layer).
+LOOP_KERNELS = frozenset({"loop", "scaled_mm_loop"})
+
+
+def _loops_over_experts(case: Case) -> bool:
+    return bool(case.expertKernel) and bool(
+        LOOP_KERNELS & set(str(case.expertKernel).split("+")))
 
 
 # What each code means, for a badge's hover (a case's own caveat names its figures).
@@ -236,12 +256,15 @@ CAVEAT_MEANINGS: dict[str, str] = {
     "nvlink_not_measured": "NVLink traffic was not measured",
     "above_peak": "useful throughput over the theoretical peak: a data error",
     "emulated": "the precision was emulated in bf16: numerics are faithful, speed is not",
-    "throttled": "power or heat held the clocks down during the timed windows",
+    "throttled": "thermal, hardware slowdown or power brake held the clocks down during the "
+                 "timed windows",
+    "expert_loop": "the experts ran as a Python loop (no grouped GEMM): slower than a "
+                   "grouped kernel",
     "failed": "the case ended early: the later phases' fields are null",
 }
 
 CAVEAT_CODES = (
     "numerical_not_accepted", "graph_not_accepted", "oom", "allocation_retries", "recompute",
     "noisy_windows", "hot_rank", "no_ep_traffic", "no_peak", "nvlink_not_measured", "above_peak",
-    "emulated", "throttled", "failed",
+    "emulated", "throttled", "failed", "expert_loop",
 )

@@ -76,6 +76,17 @@ class GpuState(WireModel):
     throttleReasons: Count
     throttleReasonNames: list[Name] = Field(default_factory=list)
     samples: PositiveCount
+    smClockMedianMHz: NonNegativeFloat | None = None  # the lowest rank's median SM clock
+    powerCapped: bool | None = None  # sw_power_cap seen: the power limit, informational
+    clocksLocked: bool | None = None  # applications/locked clocks set; null: not readable
+
+
+class IterationPercentiles(WireModel):
+    """Percentiles of every timed iteration (each the maximum over ranks)."""
+
+    p50: PositiveMS
+    p90: PositiveMS
+    p99: PositiveMS
 
 
 class Case(WireModel):
@@ -122,6 +133,12 @@ class Case(WireModel):
     gpuStateReason: Annotated[str, Field(max_length=1000)] | None = None  # why gpuState is null
     # What ended the case other than an OOM (phase, exception type, message per rank).
     failure: Annotated[str, Field(min_length=1, max_length=2000)] | None = None
+    # The expert GEMMs' kernel: "grouped_mm", "loop", "scaled_mm_loop", "+"-joined if several.
+    expertKernel: Name | None = None
+    # p50/p90/p99 of the iteration times per kind of window (combined, forward, backward).
+    iterationMS: dict[Name, IterationPercentiles] | None = None
+    setupS: NonNegativeFloat | None = None  # wall seconds before the first timed window
+    wallS: NonNegativeFloat | None = None  # wall seconds of the whole case
 
 
 class Report(WireModel):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
@@ -17,7 +18,7 @@ import torch
 
 from runner.gpustate import Sampler
 from runner.graphs import Steps, inference_steps, relative_error, training_steps
-from runner.layer import Experts, make_experts, quantize_experts
+from runner.layer import EXPERT_KERNELS, Experts, make_experts, quantize_experts
 from runner.matrix import Timing
 from runner.memory import MemoryStats, memory_stats
 from runner.native import USAGE as NATIVE
@@ -118,8 +119,10 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
     per-phase timings, numerics (the float32 reference), NVLink. The GPU state is sampled
     over the layer's timed windows. ``memory``: the allocator's counters (a test's stub)."""
     device, training = plat.device, spec.training
+    started = time.perf_counter()
     OOM.rank, OOM.case_id = rank, spec.id
     NATIVE.reset()
+    EXPERT_KERNELS.reset()
     phases = Phases(group, device)
     # Allocated before the peaks are reset, and taken out of them: the harness's buffer.
     flush = L2Flush(device) if device.type == "cuda" and timing.flushes(training) else None
@@ -127,6 +130,14 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
     memory.reset()
     retries_before = memory.retries()
     sampler = Sampler(device)
+    first_window: list[float] = []  # when the first timed window began: set-up ends
+
+    @contextmanager
+    def sampling() -> Iterator[None]:
+        if not first_window:
+            first_window.append(time.perf_counter())
+        with sampler:
+            yield
 
     def build() -> _Built:
         el = shape.E // spec.ep
@@ -145,7 +156,7 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
 
     def timed(run: Callable[[], None], setup: Callable[[], None] | None = None) -> Windows:
         return time_windows(run, timing, device=device, group=group, setup=setup, flush=flush,
-                            sampling=sampler)
+                            sampling=sampling())
 
     steps: Steps | None = None
     measured: tuple[Steps, Windows] | None = None
@@ -185,6 +196,7 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
 
     # The layer's peaks: before any later pass (phases, the reference) allocates more.
     allocated, reserved = memory.read(flush.nbytes if flush else 0)
+    expert_kernel = EXPERT_KERNELS.kernel  # the timed passes' (the reference loops)
     phase_times: PhaseTimes | None = None
     if built is not None and steps is not None:
         b = built
@@ -213,6 +225,9 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
     del built, steps, measured  # the graphs and their memory pools
     if phases.stopped:
         free_memory()
+    iterations = {kind: w.per_iteration_ms
+                  for kind, w in (("combined", combined), ("forward", fw), ("backward", bw))
+                  if w is not None}
     return RankOutcome(
         rank=rank, forward=fw.per_window_ms if fw else None,
         combined=combined.per_window_ms if combined else None,
@@ -229,6 +244,9 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
         dispatch_bytes=phase_times.dispatch_bytes if phase_times else None,
         combine_bytes=phase_times.combine_bytes if phase_times else None,
         gpu_state=gpu_state, gpu_state_reason=gpu_state_reason,
+        expert_kernel=expert_kernel, iterations=iterations or None,
+        setup_s=first_window[0] - started if first_window else None,
+        wall_s=time.perf_counter() - started,
     )
 
 

@@ -9,6 +9,7 @@ samples nothing and says why.
 
 from __future__ import annotations
 
+import statistics
 import threading
 from dataclasses import dataclass
 from types import TracebackType
@@ -16,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ingest.derived import clock_event_names
+from ingest.derived import APPLICATIONS_CLOCKS, POWER_CAP, clock_event_names
 from runner.platform import nvml_handle, open_nvml
 
 INTERVAL_S = 0.02
@@ -42,18 +43,34 @@ def read(nvml: Any, handle: Any) -> Sample:
     )
 
 
-def summary(samples: list[Sample]) -> dict[str, Any]:
-    """The wire format's ``gpuState`` of one rank's samples."""
+def clocks_locked(nvml: Any, handle: Any) -> bool | None:
+    """Whether the SM clock was set by hand: the applications clocks differ from their
+    defaults (``nvidia-smi -ac``). None where NVML cannot say (not supported, no
+    permission). Locked clocks (``nvidia-smi -lgc``) have no NVML getter; they show as
+    the applications_clocks_setting clocks-event reason in the samples (``summary``)."""
+    try:
+        set_mhz = nvml.nvmlDeviceGetApplicationsClock(handle, nvml.NVML_CLOCK_SM)
+        default_mhz = nvml.nvmlDeviceGetDefaultApplicationsClock(handle, nvml.NVML_CLOCK_SM)
+    except Exception:  # noqa: BLE001 - NVML_ERROR_NOT_SUPPORTED and friends
+        return None
+    return bool(set_mhz != default_mhz)
+
+
+def summary(samples: list[Sample], locked: bool | None = None) -> dict[str, Any]:
+    """The wire format's ``gpuState`` of one rank's samples; ``locked``: ``clocks_locked``."""
     bits = 0
     for s in samples:
         bits |= s.reasons
     return {
         "smClockMinMHz": min(s.sm_mhz for s in samples),
+        "smClockMedianMHz": float(statistics.median(s.sm_mhz for s in samples)),
         "smClockMaxMHz": max(s.sm_mhz for s in samples),
         "powerMaxW": max(s.power_w for s in samples),
         "temperatureMaxC": max(s.temperature_c for s in samples),
         "throttleReasons": bits,
         "throttleReasonNames": clock_event_names(bits),
+        "powerCapped": bool(bits & POWER_CAP),
+        "clocksLocked": True if bits & APPLICATIONS_CLOCKS else locked,
         "samples": len(samples),
     }
 
@@ -70,6 +87,7 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self._nvml: Any = None
         self._handle: Any = None
+        self.locked: bool | None = None  # clocks_locked, read on entry
 
     def __enter__(self) -> Sampler:
         if self.reason is not None:
@@ -78,6 +96,7 @@ class Sampler:
             self._nvml = open_nvml()
             self._handle = nvml_handle(self._nvml, self.device)
             self.samples.append(read(self._nvml, self._handle))
+            self.locked = clocks_locked(self._nvml, self._handle)
         except Exception as exc:  # noqa: BLE001 - no library, no driver, unsupported query
             self.reason = f"NVML unavailable ({type(exc).__name__}: {str(exc)[:200]})"
             self._close()
@@ -114,5 +133,5 @@ class Sampler:
     def state(self) -> tuple[dict[str, Any] | None, str | None]:
         """(``gpuState``, None), or (None, why not)."""
         if self.samples:
-            return summary(self.samples), None
+            return summary(self.samples, self.locked), None
         return None, self.reason or "no timed window ran, so nothing was sampled"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -131,16 +131,17 @@ class Experts:
 
 def make_experts(shape_d: int, f: int, first_expert: int, count: int, seed: int,
                  dtype: torch.dtype, device: torch.device) -> Experts:
-    """Weights drawn per global expert from the seed, so any rank can rebuild any expert."""
-    def draw(e: int, which: int, rows: int, cols: int) -> torch.Tensor:
-        g = torch.Generator().manual_seed(seed * 7919 + e * 3 + which + 1)
-        scale: float = rows ** -0.5
-        return torch.randn(rows, cols, generator=g) * scale
-
+    """Weights drawn per global expert from the seed, so any rank can rebuild any expert.
+    Drawn on ``device`` by its own generator (a large case's ~10^9 numbers took the host
+    minutes), one expert's float32 draw at a time, so the transient is one expert's."""
     tensors = []
     for which, (rows, cols) in enumerate([(shape_d, f), (shape_d, f), (f, shape_d)]):
-        stacked = torch.stack([draw(first_expert + e, which, rows, cols) for e in range(count)])
-        tensors.append(stacked.to(dtype).to(device))
+        out = torch.empty((count, rows, cols), dtype=dtype, device=device)
+        for e in range(count):
+            g = torch.Generator(device=device).manual_seed(
+                seed * 7919 + (first_expert + e) * 3 + which + 1)
+            out[e] = torch.randn(rows, cols, generator=g, device=device).mul_(rows ** -0.5)
+        tensors.append(out)
     gate, up, down = tensors
     return Experts(gate, up, down)
 
@@ -204,29 +205,89 @@ def _rows_on_grid(rows: torch.Tensor, precision: str, on_grid: bool) -> torch.Te
     return rows if on_grid else fake_quantize(rows, precision)
 
 
+@dataclass
+class KernelUsage:
+    """Which expert kernels ran since the last ``reset`` (a case's timed passes), so a
+    case names the kernel its times come from. Not recorded while torch.compile traces
+    (a compiled call runs no Python): mega records through ``recording``."""
+
+    names: set[str] = field(default_factory=set)
+
+    def reset(self) -> None:
+        self.names.clear()
+
+    def record(self, name: str) -> None:
+        if not torch.compiler.is_compiling():
+            self.names.add(name)
+
+    @property
+    def kernel(self) -> str | None:
+        """"grouped_mm", "loop", "scaled_mm_loop", several joined by "+", None if none ran."""
+        return "+".join(sorted(self.names)) or None
+
+
+EXPERT_KERNELS = KernelUsage()
+
+
 def experts_loop(rows: torch.Tensor, experts: Experts, counts: list[int], offs: torch.Tensor,
                  precision: str, on_grid: bool = False, wire: Operand | None = None
                  ) -> torch.Tensor:
     """Expert by expert: the fallback where ``torch._grouped_mm`` does not run."""
+    EXPERT_KERNELS.record("loop")
     gate, up, down = expert_weights(experts, precision)
     x = _rows_on_grid(rows, precision, on_grid)
-    outs = []
-    start = 0
-    for e, n in enumerate(counts):
-        xe = x[start:start + n]
-        h = F.silu(xe @ gate[e]) * (xe @ up[e])
-        outs.append(fake_quantize(h, precision) @ down[e])
-        start += n
-    return torch.cat(outs) if outs else rows.new_zeros((0, experts.down.shape[-1]))
+    if not counts:
+        return rows.new_zeros((0, experts.down.shape[-1]))
+    starts = list(itertools.accumulate(counts, initial=0))
+    hidden = torch.cat([F.silu(x[a:b] @ gate[e]) * (x[a:b] @ up[e])
+                        for e, (a, b) in enumerate(itertools.pairwise(starts))])
+    # The hidden activation quantized once over all experts' rows (nvfp4: one tensor
+    # scale), as the grouped and the native GEMMs do.
+    h = fake_quantize(hidden, precision)
+    return torch.cat([h[a:b] @ down[e] for e, (a, b) in enumerate(itertools.pairwise(starts))])
 
 
 def experts_grouped(rows: torch.Tensor, experts: Experts, counts: list[int],
                     offs: torch.Tensor, precision: str, on_grid: bool = False,
                     wire: Operand | None = None) -> torch.Tensor:
+    """All experts in one ``torch._grouped_mm`` per GEMM (gate, up, down); ``offs``: the
+    int32 end row of each expert's group (empty groups repeat the previous end)."""
+    EXPERT_KERNELS.record("grouped_mm")
     gate, up, down = expert_weights(experts, precision)
     x = _rows_on_grid(rows, precision, on_grid)
     h = F.silu(torch._grouped_mm(x, gate, offs=offs)) * torch._grouped_mm(x, up, offs=offs)
-    return torch._grouped_mm(fake_quantize(h, precision), down, offs=offs)
+    y: torch.Tensor = DenseGrad.apply(
+        torch._grouped_mm(fake_quantize(h, precision), down, offs=offs))
+    return y
+
+
+class DenseGrad(torch.autograd.Function):
+    """Identity whose backward makes the incoming gradient dense: ``_grouped_mm``'s
+    backward rejects stride-0 gradients ("Invalid strides/sizes, got [0, 0]"), which is
+    what ``y.sum().backward()`` sends (an expanded scalar)."""
+
+    @staticmethod
+    def forward(ctx: Any, y: torch.Tensor) -> torch.Tensor:
+        return y.view_as(y)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return grad.contiguous()
+
+
+EMULATED_KERNELS: dict[ExpertFn, str] = {experts_loop: "loop", experts_grouped: "grouped_mm"}
+
+
+def recording(fn: ExpertFn, compiled: ExpertFn) -> ExpertFn:
+    """``compiled`` (torch.compile of ``fn``, which runs no Python when called) recording
+    ``fn``'s kernel in ``EXPERT_KERNELS`` at each call."""
+    name = EMULATED_KERNELS[fn]
+
+    def run(*args: Any) -> torch.Tensor:
+        EXPERT_KERNELS.record(name)
+        return compiled(*args)
+
+    return run
 
 
 def experts_native(fallback: ExpertFn) -> ExpertFn:
@@ -244,6 +305,7 @@ def experts_native(fallback: ExpertFn) -> ExpertFn:
             USAGE.emulated += 1
             return fallback(rows, experts, counts, offs, precision, on_grid, None)
         USAGE.native += 1
+        EXPERT_KERNELS.record("scaled_mm_loop")
         if rows.shape[0] == 0:
             return rows.new_zeros((0, experts.down.shape[-1]))
         q = experts.quantized
@@ -261,18 +323,63 @@ def experts_native(fallback: ExpertFn) -> ExpertFn:
     return run
 
 
-def grouped_mm_runs(device: torch.device) -> bool:
-    """Probe ``torch._grouped_mm`` (forward and backward) on a tiny bf16 problem."""
+@dataclass(frozen=True)
+class GroupedProbe:
+    runs: bool
+    reason: str | None  # why the experts loop instead, when it does not run
+
+
+# GroupedBlas.cpp (torch 2.8-2.13): _grouped_mm's CUDA kernel (CUTLASS, no host sync) runs
+# for bf16 on compute capability 9.x and 10.x only; elsewhere it falls back to a loop over
+# the groups after copying the offsets to the host, which no CUDA graph can capture.
+GROUPED_MM_CAPABILITIES = (9, 10)
+
+
+def grouped_mm_probe(device: torch.device) -> GroupedProbe:
+    """Whether ``experts_grouped`` runs here: forward and backward on a tiny bf16 problem
+    with an empty expert and groups of unaligned sizes (the unpadded pipelines send any
+    count; the backward's weight gradient groups along them), against a matmul per expert."""
+    if not hasattr(torch, "_grouped_mm"):
+        return GroupedProbe(False, f"torch {torch.__version__} has no torch._grouped_mm "
+                                   f"(added in 2.8)")
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        if major not in GROUPED_MM_CAPABILITIES:
+            return GroupedProbe(False, (
+                f"sm_{major}{minor}: torch._grouped_mm's grouped kernel runs on sm_90 and "
+                f"sm_100 only; elsewhere it loops over the groups after a device-to-host "
+                f"copy of the offsets (no CUDA graph can capture it)"))
     try:
-        x = torch.randn(8, 16, dtype=torch.bfloat16, device=device, requires_grad=True)
-        w = torch.randn(2, 16, 16, dtype=torch.bfloat16, device=device, requires_grad=True)
-        offs = torch.tensor([3, 8], dtype=torch.int32, device=device)
+        g = torch.Generator(device=device).manual_seed(0)
+        x = torch.randn(48, 32, generator=g, device=device).to(torch.bfloat16)
+        w = torch.randn(3, 32, 16, generator=g, device=device).to(torch.bfloat16)
+        x.requires_grad_(True)
+        w.requires_grad_(True)
+        counts = [5, 0, 43]  # unaligned groups, as the standard pipeline sends them
+        offs = torch.tensor(counts, device=device).cumsum(0).to(torch.int32)
         y = torch._grouped_mm(x, w, offs=offs)
-        y.sum().backward()
-        expected = torch.cat([x[:3] @ w[0], x[3:] @ w[1]])
-        return bool(torch.allclose(y.float(), expected.float(), rtol=2e-2, atol=2e-2))
-    except (RuntimeError, AttributeError, NotImplementedError):
-        return False
+        grad = torch.randn(y.shape, generator=g, device=device).to(torch.bfloat16)
+        y.backward(grad)
+        xs, gs = x.detach().float().split(counts), grad.float().split(counts)
+        want_y = torch.cat([a @ w[e].detach().float() for e, a in enumerate(xs)])
+        want_dx = torch.cat([b @ w[e].detach().float().t() for e, b in enumerate(gs)])
+        want_dw = torch.stack([a.t() @ b for a, b in zip(xs, gs, strict=True)])
+        assert x.grad is not None and w.grad is not None
+        wrong = [name for name, got, want in (("output", y, want_y), ("input gradient",
+                                              x.grad, want_dx), ("weight gradient",
+                                              w.grad, want_dw))
+                 if not torch.allclose(got.float(), want, rtol=2e-2, atol=5e-2)]
+        if wrong:
+            return GroupedProbe(False, f"torch._grouped_mm's {', '.join(wrong)} disagreed "
+                                       f"with a matmul per expert")
+        return GroupedProbe(True, None)
+    except (RuntimeError, AttributeError, NotImplementedError, TypeError, ValueError) as exc:
+        return GroupedProbe(False, f"torch._grouped_mm failed: {type(exc).__name__}: "
+                                   f"{str(exc)[:300]}")
+
+
+def grouped_mm_runs(device: torch.device) -> bool:
+    return grouped_mm_probe(device).runs
 
 
 def pad_index(counts: list[int], group: int = GROUP_ROWS) -> tuple[torch.Tensor, list[int]]:

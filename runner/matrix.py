@@ -21,7 +21,7 @@ mode = "training"
 ...
 
 [timing]
-windows = 5
+windows = 10       # at least 10 by default: the p99 of iterationMS needs the samples
 iterations = 30
 warmup = 10        # iterations, and at least warmup_ms of them
 warmup_ms = 200
@@ -61,6 +61,7 @@ DEFAULT_WARMUP = 5
 DEFAULT_WARMUP_MS = 200.0
 # Ranks above a case's EP wait in a barrier while it runs: long cases must not pass it.
 DEFAULT_TIMEOUT_S = 1800.0
+DEFAULT_WINDOWS = 10  # x 30 iterations: 300 samples for iterationMS's p99
 TIMING_KEYS = ("windows", "iterations", "warmup", "warmup_ms", "flush_l2", "timeout_s")
 
 
@@ -74,7 +75,7 @@ class MatrixError(ValueError):
 
 @dataclass(frozen=True)
 class Timing:
-    windows: int = 5
+    windows: int = DEFAULT_WINDOWS
     iterations: int = 30
     warmup: int = DEFAULT_WARMUP
     warmup_ms: float = DEFAULT_WARMUP_MS
@@ -198,7 +199,7 @@ def _timing(table: dict[str, Any]) -> Timing:
                           f"unknown key (expected {', '.join(TIMING_KEYS)})")
     flush = _bool(table, "flush_l2", "timing.flush_l2", False) if "flush_l2" in table else None
     return Timing(
-        windows=_int(table, "windows", "timing.windows", 5),
+        windows=_int(table, "windows", "timing.windows", DEFAULT_WINDOWS),
         iterations=_int(table, "iterations", "timing.iterations", 30),
         warmup=_int(table, "warmup", "timing.warmup", DEFAULT_WARMUP, minimum=0),
         warmup_ms=(_non_negative_float(table["warmup_ms"], "timing.warmup_ms")

@@ -36,6 +36,7 @@ from runner.layer import (
     experts_native,
     guarded_experts,
     prepare,
+    recording,
     routed_pass,
 )
 from runner.routing import Plan, rank_routing
@@ -206,7 +207,7 @@ def mega_forward(ctx: BuildContext, compile: bool) -> Forward:
     fn = expert_fn(ctx, native=False)  # torch.compile of the emulated experts
     if compile:
         torch._dynamo.reset()  # each case compiles afresh (no recompile limit across cases)
-        fn = compiled_or_eager(fn, ctx.notes)
+        fn = recording(fn, compiled_or_eager(fn, ctx.notes))
     cfg = PassConfig(ctx.precision, ctx.precision != "bf16", True, fn, ctx.group,
                      traceable=True)
     (r,) = _routings(ctx, cfg, 1)

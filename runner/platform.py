@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from runner.layer import grouped_mm_runs
+from runner.layer import grouped_mm_probe
 from runner.native import scaled_gemm
 from runner.quant import fake_quantize
 
@@ -70,6 +70,7 @@ class Platform:
     gpu_name: str
     grouped_mm: bool
     native_scaled: dict[str, bool] = field(default_factory=dict)
+    grouped_mm_reason: str | None = None  # why the experts loop, when grouped_mm is False
 
     @property
     def cuda(self) -> bool:
@@ -84,8 +85,10 @@ def detect(local_rank: int) -> Platform:
     else:
         device, backend = torch.device("cpu"), "gloo"
         name = f"CPU ({platform.processor() or platform.machine()})"
-    return Platform(device, backend, name, grouped_mm_runs(device),
-                    {p: native_scaled_mm_runs(p, device) for p in ("mxfp8", "nvfp4")})
+    grouped = grouped_mm_probe(device)
+    return Platform(device, backend, name, grouped.runs,
+                    {p: native_scaled_mm_runs(p, device) for p in ("mxfp8", "nvfp4")},
+                    grouped.reason)
 
 
 def native_scaled_mm_runs(precision: str, device: torch.device) -> bool:
@@ -119,6 +122,7 @@ def host_info(plat: Platform, world: int) -> dict[str, Any]:
         "driver": None,
         "nccl": None,
         "groupedMM": plat.grouped_mm,
+        "groupedMMReason": plat.grouped_mm_reason,
         "nativeScaledGEMM": plat.native_scaled,
     }
     if plat.cuda:

@@ -57,6 +57,11 @@ class RankOutcome:
     gpu_state: dict[str, Any] | None = None  # runner.gpustate.summary
     gpu_state_reason: str | None = None  # why gpu_state is None
     notes: list[str] = field(default_factory=list)
+    expert_kernel: str | None = None  # runner.layer.EXPERT_KERNELS over the timed passes
+    # every timed iteration's ms per kind (combined, forward, backward), max over ranks
+    iterations: dict[str, list[float]] | None = None
+    setup_s: float | None = None  # case start to its first timed window, this rank
+    wall_s: float | None = None  # the whole case on this rank
 
 
 class Unmeasured(ValueError):
@@ -140,10 +145,59 @@ def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[RankOutcome],
         "numericalRelativeError": error,
         "numericalBound": bound,
     }
+    kernels = sorted({k for o in outcomes if o.expert_kernel
+                      for k in o.expert_kernel.split("+")})
+    if kernels:
+        case["expertKernel"] = "+".join(kernels)
+    if first.iterations:
+        case["iterationMS"] = {kind: iteration_percentiles(times)
+                               for kind, times in first.iterations.items() if times}
+    setup = [o.setup_s for o in outcomes if o.setup_s is not None]
+    wall = [o.wall_s for o in outcomes if o.wall_s is not None]
+    if setup:
+        case["setupS"] = max(setup)
+    if wall:
+        case["wallS"] = max(wall)
     if first.oom_note and case["ooms"]:
         case["oomNote"] = (f"{first.oom_note}; that phase and the later ones were not "
                            f"measured (their fields are null)")
     return wire_dict(validate_case(case))
+
+
+PERCENTILES = (50, 90, 99)
+TAILS = ("iterationMS: p50/p90/p99 of every timed iteration (windows x iterations of them, "
+         "each the maximum over ranks; linear interpolation). setupS: wall seconds from a "
+         "case's start to its first timed window (weights, quantization, routing, graph "
+         "capture and compilation, the first warm-up); wallS: the whole case, slowest rank.")
+
+
+def iteration_percentiles(times: list[float]) -> dict[str, float]:
+    """p50, p90, p99 of the iteration times, interpolated linearly between the closest
+    ranks (numpy's default, ``statistics.quantiles``' "inclusive")."""
+    if len(times) == 1:
+        return {f"p{p}": float(times[0]) for p in PERCENTILES}
+    cuts = statistics.quantiles(times, n=100, method="inclusive")
+    return {f"p{p}": float(cuts[p - 1]) for p in PERCENTILES}
+
+
+def expert_note(host: dict[str, Any]) -> str:
+    """Which kernel the expert GEMMs ran, why, and the versions it ran on (read when the
+    run started, ``runner.platform.host_info``)."""
+    if host.get("groupedMM"):
+        kernel = ("torch._grouped_mm, one kernel per GEMM (gate, up, down) for all of a "
+                  "rank's experts: the start-up probe ran its forward and backward, with an "
+                  "empty expert, and matched a matmul per expert")
+    else:
+        kernel = ("a Python loop over the experts, one matmul per expert and GEMM, because "
+                  f"the start-up probe of torch._grouped_mm failed "
+                  f"({host.get('groupedMMReason') or 'no reason recorded'}); those cases "
+                  "carry the expert_loop caveat")
+    versions = ", ".join(f"{name} {host.get(key) or 'none'}" for name, key in (
+        ("torch", "torch"), ("CUDA", "cuda"), ("NCCL", "nccl"), ("driver", "driver")))
+    return (f"Expert GEMMs (bf16 and emulated precisions): {kernel}. Native block-scaled "
+            f"GEMMs run one torch._scaled_mm per expert (scaled_mm_loop). Each case's "
+            f"expertKernel names the kernels its timed passes ran. Versions read at run "
+            f"time: {versions}.")
 
 
 def timing_note(timing: Timing, cuda: bool) -> str:
@@ -161,12 +215,13 @@ def timing_note(timing: Timing, cuda: bool) -> str:
                 f"pair of events per iteration; the buffer is left out of the memory peaks); "
                 f"then the maximum over ranks per window, median of the windows; forward, "
                 f"backward and combined reduced separately (inference: the combined step "
-                f"is the forward pass, one set of windows serves both).")
+                f"is the forward pass, one set of windows serves both). {TAILS}")
     return (f"CPU run: wall clock (time.perf_counter) around each iteration, no CUDA graphs "
             f"or events; {warmup}; no L2 flush on the CPU; then the maximum over ranks per "
             f"window (all-reduce MAX over gloo), median of the windows; forward, backward "
             f"and combined reduced separately (inference: the combined step is the forward "
-            f"pass, one set of windows serves both). CPU times say nothing about GPU speed.")
+            f"pass, one set of windows serves both). {TAILS} CPU times say nothing about "
+            f"GPU speed.")
 
 
 def phase_fields(outcomes: list[RankOutcome]) -> dict[str, Any]:
@@ -201,15 +256,17 @@ def gpu_state_fields(outcomes: list[RankOutcome]) -> dict[str, Any]:
 
 
 def merge_gpu_states(states: list[dict[str, Any] | None]) -> dict[str, Any] | None:
-    """One case's ``gpuState`` over its ranks: the widest clock range, the highest power
-    and temperature, every reason any rank saw; null unless every rank has one."""
+    """One case's ``gpuState`` over its ranks: the widest clock range, the lowest rank's
+    median SM clock, the highest power and temperature, every reason any rank saw, power
+    capped or clocks locked on any rank (locked unknown if some rank could not say and
+    none was locked); null unless every rank has one."""
     known = [s for s in states if s is not None]
     if not known or len(known) < len(states):
         return None
     bits = 0
     for s in known:
         bits |= int(s["throttleReasons"])
-    return {
+    merged: dict[str, Any] = {
         "smClockMinMHz": min(s["smClockMinMHz"] for s in known),
         "smClockMaxMHz": max(s["smClockMaxMHz"] for s in known),
         "powerMaxW": max(s["powerMaxW"] for s in known),
@@ -218,6 +275,16 @@ def merge_gpu_states(states: list[dict[str, Any] | None]) -> dict[str, Any] | No
         "throttleReasonNames": clock_event_names(bits),
         "samples": sum(int(s["samples"]) for s in known),
     }
+    medians = [s.get("smClockMedianMHz") for s in known]
+    if all(m is not None for m in medians):
+        merged["smClockMedianMHz"] = min(medians)  # type: ignore[type-var]  # the slowest GPU's
+    if all("powerCapped" in s for s in known):
+        merged["powerCapped"] = any(s["powerCapped"] for s in known)
+    locked = [s.get("clocksLocked") for s in known]
+    if "clocksLocked" in known[0]:
+        merged["clocksLocked"] = (True if any(locked) else
+                                  False if all(v is False for v in locked) else None)
+    return merged
 
 
 def _notes(facts: PlatformFacts, matrix_timing: Timing, pipeline_notes: list[str],
@@ -274,19 +341,25 @@ def _notes(facts: PlatformFacts, matrix_timing: Timing, pipeline_notes: list[str
             "and staged pipelines; elsewhere (training: no scaled-GEMM backward here; "
             "mega: compiled emulation) the GEMMs emulate: dequantize, bf16 GEMM. A case "
             "says emulated=false only when all its expert GEMMs ran natively. No grouped "
-            "scaled GEMM: torch 2.13's torch._scaled_grouped_mm takes e4m3 operands "
-            "(fp8 rowwise, mxfp8) but not nvfp4's e2m1, and was not validated on hardware "
+            "scaled GEMM: torch._scaled_grouped_mm's mxfp8 and nvfp4 kernels come only "
+            "with FBGEMM GenAI builds (sm_90/sm_100) and were not validated on hardware "
             "here, so the native path runs one torch._scaled_mm per expert. Probe: "
             + ", ".join(f"{p} {'ran' if ran else 'unavailable'}"
                         for p, ran in facts.host.get("nativeScaledGEMM", {}).items())
             + "."),
+        "expertNote": expert_note(facts.host),
         "numericsNote": ERROR_BOUND_NOTE,
         "phaseNote": PHASE_NOTE,
         "gpuStateNote": (
             "gpuState: NVML samples every 20 ms over each case's timed windows (not its "
-            "warm-up), SM clock min/max, the highest power and temperature, and every "
-            "clocks-event (throttle) reason seen, over all ranks; a power or thermal reason "
-            "gives the case the 'throttled' caveat." if facts.cuda else
+            "warm-up), SM clock min/median/max (median: the lowest rank's), the highest "
+            "power and temperature, and every clocks-event (throttle) reason seen, over all "
+            "ranks. A thermal, hardware-slowdown or power-brake reason gives the case the "
+            "'throttled' caveat; sw_power_cap (the board's power limit, which most "
+            "compute-bound work meets) does not: powerCapped says it was seen. "
+            "clocksLocked: the applications clocks differ from their defaults or the "
+            "applications_clocks_setting reason was seen (null where NVML could not say)."
+            if facts.cuda else
             "gpuState is null on the CPU (no GPU, no NVML); gpuStateReason says so."),
         "pipelineNote": "; ".join(pipeline_notes),
     }

@@ -1,11 +1,13 @@
 """Timing windows per docs/metrics.md: warm-up by time, then W windows of I iterations; per
 window the time per iteration, the maximum over ranks (all-reduce MAX), then the median of
-windows.
+windows. Each iteration's own time is kept too (the maximum over ranks per iteration), for
+the tails (p50/p90/p99 over all W x I iterations, ``runner.report``).
 
-GPU: CUDA events around the I iterations (each a CUDA-graph replay where one could be
-captured); with an L2 flush or an untimed setup between iterations, a pair of events per
-iteration, so the flush stays outside the timed region. CPU: the same windows with a wall
-clock (``time.perf_counter``).
+GPU: CUDA events between the I iterations (each a CUDA-graph replay where one could be
+captured), recorded back to back so iteration i is the time from event i to event i+1 and
+the window is their sum; with an L2 flush or an untimed setup between iterations, a pair of
+events per iteration, so the flush stays outside the timed region. CPU: the same windows
+with a wall clock (``time.perf_counter``) around each iteration.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ FLUSH_BYTES = 256 * 2**20
 @dataclass(frozen=True)
 class Windows:
     per_window_ms: list[float]  # already the maximum over ranks
+    # every timed iteration, window after window, each the maximum over ranks
+    per_iteration_ms: list[float]
 
     @property
     def median_ms(self) -> float:
@@ -66,17 +70,20 @@ def time_windows(run: Callable[[], object], timing: Timing, *, device: torch.dev
     iteration, untimed. ``sampling`` is entered around the timed windows only (the
     GPU-state sampler)."""
     warm_up(run, setup, timing, device, group)
-    measured = []
+    per_window: list[list[float]] = []
     with sampling or nullcontext():
         for _ in range(timing.windows):
             if group is not None:
                 dist.barrier(group=group)
-            measured.append(_window(run, setup, flush, timing.iterations, device))
-    times = torch.tensor(measured, dtype=torch.float64)
+            per_window.append(_window(run, setup, flush, timing.iterations, device))
+    # One collective: the window means, then every iteration (W + W x I values).
+    means = [sum(w) / len(w) for w in per_window]
+    times = torch.tensor(means + [t for w in per_window for t in w], dtype=torch.float64)
     if group is not None:
         times = times.to(device)
         dist.all_reduce(times, op=dist.ReduceOp.MAX, group=group)
-    return Windows([float(t) for t in times.cpu()])
+    values = [float(t) for t in times.cpu()]
+    return Windows(values[:len(means)], values[len(means):])
 
 
 def warm_up(run: Callable[[], object], setup: Callable[[], None] | None, timing: Timing,
@@ -106,7 +113,9 @@ def warm_up(run: Callable[[], object], setup: Callable[[], None] | None, timing:
 
 
 def _window(run: Callable[[], object], setup: Callable[[], None] | None,
-            flush: Callable[[], None] | None, iterations: int, device: torch.device) -> float:
+            flush: Callable[[], None] | None, iterations: int, device: torch.device
+            ) -> list[float]:
+    """The milliseconds of each of ``iterations`` iterations."""
     def untimed() -> None:
         if setup:
             setup()
@@ -115,13 +124,15 @@ def _window(run: Callable[[], object], setup: Callable[[], None] | None,
 
     if device.type == "cuda":
         if setup is None and flush is None:
-            start, end = _event(), _event()
-            start.record()
+            # back to back: nothing but the event records between two iterations
+            marks = [_event()]
+            marks[0].record()
             for _ in range(iterations):
                 run()
-            end.record()
-            end.synchronize()
-            return float(start.elapsed_time(end)) / iterations
+                marks.append(_event())
+                marks[-1].record()
+            marks[-1].synchronize()
+            return [float(a.elapsed_time(b)) for a, b in zip(marks, marks[1:], strict=False)]
         pairs = []
         for _ in range(iterations):
             untimed()
@@ -131,14 +142,14 @@ def _window(run: Callable[[], object], setup: Callable[[], None] | None,
             end.record()
             pairs.append((start, end))
         _sync(device)
-        return sum(float(s.elapsed_time(e)) for s, e in pairs) / iterations
-    total = 0.0
+        return [float(s.elapsed_time(e)) for s, e in pairs]
+    out = []
     for _ in range(iterations):
         untimed()
         t0 = time.perf_counter()
         run()
-        total += time.perf_counter() - t0
-    return total * 1e3 / iterations
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
 
 
 def _event() -> torch.cuda.Event:

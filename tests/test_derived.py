@@ -158,11 +158,19 @@ CRAFTED: dict[str, tuple[dict[str, Any], set[str]]] = {
     "emulated-fast": ({"precision": "mxfp8", "emulated": True, "usefulTFPerGPU": 6000.0},
                       {"emulated"}),
     "emulated-no-peak": ({"precision": "fp6", "emulated": True}, {"emulated", "no_peak"}),
-    # NVML reason bits: 0x4 SW power cap throttles; 0x1 GPU idle and 0x2 application
-    # clocks setting do not.
-    "power-capped": ({"gpuState": {**GPU_STATE, "throttleReasons": 0x4 | 0x1}}, {"throttled"}),
-    "hot": ({"gpuState": {**GPU_STATE, "throttleReasons": 0x40}}, {"throttled"}),
+    # NVML reason bits: 0x8 HW slowdown, 0x20/0x40 SW/HW thermal, 0x80 HW power brake
+    # throttle; 0x4 SW power cap (the power limit, gpuState.powerCapped), 0x1 GPU idle and
+    # 0x2 application clocks setting do not.
+    "power-capped": ({"gpuState": {**GPU_STATE, "throttleReasons": 0x4 | 0x1,
+                                   "powerCapped": True}}, set()),
+    "hot": ({"gpuState": {**GPU_STATE, "throttleReasons": 0x40 | 0x4}}, {"throttled"}),
+    "slowdown": ({"gpuState": {**GPU_STATE, "throttleReasons": 0x8}}, {"throttled"}),
+    "power-brake": ({"gpuState": {**GPU_STATE, "throttleReasons": 0x80}}, {"throttled"}),
+    "soft-thermal": ({"gpuState": {**GPU_STATE, "throttleReasons": 0x20}}, {"throttled"}),
     "idle-bits": ({"gpuState": {**GPU_STATE, "throttleReasons": 0x1 | 0x2}}, set()),
+    "expert-loop": ({"expertKernel": "loop"}, {"expert_loop"}),
+    "scaled-loop": ({"expertKernel": "scaled_mm_loop"}, {"expert_loop"}),
+    "grouped": ({"expertKernel": "grouped_mm"}, set()),
     "failed": ({"failure": "rank 1, numerics phase: RuntimeError: shape rejected"},
                {"failed"}),
     "several": ({"ooms": 1, "graphAccepted": False, "nvlinkRXGBps": None},
@@ -213,8 +221,12 @@ def test_crafted_cases_carry_exactly_their_caveats(
     assert noisy["windowSpreadPercent"] == approx((1.06 - 1.0) / 1.0 * 100)
     [caveat] = noisy["caveats"]
     assert "6.0 %" in caveat["message"]
-    assert "sw_power_cap" in _case(client, crafted_id, "power-capped")["caveats"][0]["message"]
-    assert "hw_thermal" in _case(client, crafted_id, "hot")["caveats"][0]["message"]
+    hot = _case(client, crafted_id, "hot")["caveats"][0]["message"]
+    assert "hw_thermal" in hot and "sw_power_cap" not in hot
+    assert "hw_slowdown" in _case(client, crafted_id, "slowdown")["caveats"][0]["message"]
+    assert "hw_power_brake" in _case(client, crafted_id, "power-brake")["caveats"][0]["message"]
+    assert _case(client, crafted_id, "power-capped")["gpuState"]["powerCapped"] is True
+    assert "(loop)" in _case(client, crafted_id, "expert-loop")["caveats"][0]["message"]
     assert "2 out-of-memory" in _case(client, crafted_id, "oom")["caveats"][0]["message"]
 
 

@@ -64,6 +64,19 @@ class FakeNvml:
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: str) -> int:  # noqa: N802
         return 0x4 if self.reads == 2 else 0x1  # one sample power-capped
 
+    # Applications clocks: set (nvidia-smi -ac) when they differ from the default; None:
+    # the query is not supported (NVML raises).
+    applications_mhz: int | None = 1980
+
+    def nvmlDeviceGetApplicationsClock(self, handle: str, kind: int) -> int:  # noqa: N802
+        assert (handle, kind) == ("handle-1", 1)
+        if self.applications_mhz is None:
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+        return self.applications_mhz
+
+    def nvmlDeviceGetDefaultApplicationsClock(self, handle: str, kind: int) -> int:  # noqa: N802
+        return 1980
+
     def nvmlDeviceGetFieldValues(self, handle: str, fields: list[Any]) -> list[Any]:  # noqa: N802
         per_link_kib = {"handle-0": 7, "handle-1": 100}[handle]
         values = []
@@ -150,6 +163,38 @@ def test_gpu_state_is_sampled_until_the_windows_end(nvml: FakeNvml) -> None:
     assert state["temperatureMaxC"] == max(60 + r % 5 for r in range(1, reads + 1))
     assert state["throttleReasons"] == 0x5
     assert state["throttleReasonNames"] == ["gpu_idle", "sw_power_cap"]
+    # The clocks read r = 1..reads were CLOCKS[r % 3]; their median, worked out here.
+    read = sorted(CLOCKS[r % len(CLOCKS)] for r in range(1, reads + 1))
+    middle = len(read) // 2
+    median = read[middle] if len(read) % 2 else (read[middle - 1] + read[middle]) / 2
+    assert state["smClockMedianMHz"] == median
+    assert state["powerCapped"] is True  # the one sw_power_cap sample
+    assert state["clocksLocked"] is False  # applications clocks at their default
+
+
+@pytest.mark.parametrize(("applications_mhz", "locked"), [(1980, False), (1410, True),
+                                                          (None, None)])
+def test_whether_clocks_were_locked(nvml: FakeNvml, applications_mhz: int | None,
+                                    locked: bool | None) -> None:
+    nvml.applications_mhz = applications_mhz
+    sampler = gpustate.Sampler(torch.device("cuda", 0))
+    with sampler:
+        pass
+    state, _ = sampler.state()
+    assert state is not None and state["clocksLocked"] is locked
+
+
+def test_the_applications_clocks_reason_means_locked(nvml: FakeNvml,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    nvml.applications_mhz = None  # not readable, but the clocks-event reason says so
+    monkeypatch.setattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", lambda h: 0x2,
+                        raising=False)
+    sampler = gpustate.Sampler(torch.device("cuda", 0))
+    with sampler:
+        pass
+    state, _ = sampler.state()
+    assert state is not None and state["clocksLocked"] is True
+    assert state["powerCapped"] is False
 
 
 def test_the_sampler_stops_when_the_windows_raise(nvml: FakeNvml) -> None:
@@ -210,3 +255,17 @@ def test_gpu_state_over_ranks() -> None:
                       "temperatureMaxC": 70, "throttleReasons": 0x41,
                       "throttleReasonNames": ["gpu_idle", "hw_thermal"], "samples": 20}
     assert merge_gpu_states([rank(1800, 1980, 690, 70, 0), None]) is None
+
+    def full(median: float, capped: bool, locked: bool | None) -> dict[str, Any]:
+        return {**rank(1500, 1980, 690, 70, 0x4 if capped else 0),
+                "smClockMedianMHz": median, "powerCapped": capped, "clocksLocked": locked}
+
+    merged = merge_gpu_states([full(1900, False, False), full(1850, True, None)])
+    assert merged is not None
+    # the slower GPU's median; power capped on any rank; locked unknown on one, so unknown
+    assert (merged["smClockMedianMHz"], merged["powerCapped"], merged["clocksLocked"]) == (
+        1850, True, None)
+    merged = merge_gpu_states([full(1900, False, False), full(1850, False, True)])
+    assert merged is not None and merged["clocksLocked"] is True
+    merged = merge_gpu_states([full(1900, False, False), full(1850, False, False)])
+    assert merged is not None and merged["clocksLocked"] is False

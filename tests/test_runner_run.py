@@ -290,3 +290,25 @@ def test_no_room_for_the_report_stops_every_rank_with_the_reason(tmp_path: Path)
     assert ran.returncode == 1, ran.stderr
     assert "is full" in ran.stderr and "did not take it either" in ran.stderr
     assert "no case ran" in ran.stderr and "Traceback" not in ran.stderr
+
+
+def test_every_case_names_its_expert_kernel_tails_and_set_up(run: Run) -> None:
+    import numpy as np
+    import torch
+
+    meta = run.report["meta"]
+    # torch 2.13's CPU _grouped_mm passes the probe, so every case's experts ran grouped
+    # (the CPU has no native scaled GEMM; mega runs eagerly on the CPU).
+    assert meta["host"]["groupedMM"] is True and meta["host"]["groupedMMReason"] is None
+    assert f"torch {torch.__version__}" in meta["expertNote"]  # read at run time
+    assert "torch._grouped_mm" in meta["expertNote"]
+    for case in run.report["cases"]:
+        assert case["expertKernel"] == "grouped_mm", case["id"]
+        # One iteration a window: each window is its iteration, so the tails are numpy's
+        # percentiles of the windows.
+        assert set(case["iterationMS"]) == set(case["windows"]), case["id"]
+        for kind, windows in case["windows"].items():
+            want = np.percentile(np.array(windows), [50, 90, 99])
+            got = case["iterationMS"][kind]
+            assert [got["p50"], got["p90"], got["p99"]] == pytest.approx(list(want)), kind
+        assert 0 < case["setupS"] < case["wallS"], case["id"]

@@ -121,3 +121,67 @@ def test_bad_timing_keys_are_named(timing: dict[str, object], message: str) -> N
     with pytest.raises(MatrixError) as err:
         _matrix(timing)
     assert str(err.value).startswith(message)
+
+
+def test_every_iteration_is_kept_and_the_windows_are_their_means() -> None:
+    calls: list[str] = []
+    # iteration i of the 2 x 4 timed ones sleeps 1 ms, every fourth one 12 ms
+    plan = [0.001, 0.001, 0.001, 0.012] * 2
+
+    def run() -> None:
+        calls.append("run")
+        if len(calls) > 1:  # after the one warm-up iteration
+            time.sleep(plan[len(calls) - 2])
+
+    timing = Timing(windows=2, iterations=4, warmup=1, warmup_ms=0)
+    windows = time_windows(run, timing, device=CPU, group=None)
+    per = windows.per_iteration_ms
+    assert len(per) == 8
+    assert all(ms >= planned * 1e3 for ms, planned in zip(per, plan, strict=True))
+    assert per[3] > max(per[:3]) and per[7] > max(per[4:7])
+    assert windows.per_window_ms == pytest.approx([sum(per[:4]) / 4, sum(per[4:]) / 4])
+
+
+def test_iteration_percentiles_are_numpys() -> None:
+    import numpy as np
+
+    from runner.report import iteration_percentiles
+
+    rng = np.random.default_rng(3)
+    times = [float(t) for t in rng.gamma(2.0, 0.5, size=317) + 1.0]
+    got = iteration_percentiles(times)
+    want = np.percentile(np.array(times), [50, 90, 99])  # numpy's linear interpolation
+    assert [got["p50"], got["p90"], got["p99"]] == pytest.approx(list(want), rel=1e-12)
+    assert iteration_percentiles([2.5]) == {"p50": 2.5, "p90": 2.5, "p99": 2.5}
+    # p99 of 317 values sits at rank 0.99 x 316 = 312.84 of the sorted ones
+    ranked = sorted(times)
+    assert got["p99"] == pytest.approx(ranked[312] + 0.84 * (ranked[313] - ranked[312]))
+
+
+SLOW_ITERATION = 2  # rank 1's third timed iteration takes 15 ms, rank 0's never do
+
+
+def _iteration_rank(rank: int, port: int, out: Path) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        calls: list[str] = []
+
+        def run() -> None:
+            calls.append("run")
+            timed = len(calls) - 2  # one warm-up iteration first
+            time.sleep(0.015 if rank == 1 and timed == SLOW_ITERATION else 0.001)
+
+        timing = Timing(windows=2, iterations=3, warmup=1, warmup_ms=0)
+        windows = time_windows(run, timing, device=CPU, group=dist.group.WORLD)
+        (out / f"rank{rank}.json").write_text(json.dumps(windows.per_iteration_ms))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_each_iteration_is_the_slowest_ranks(tmp_path: Path) -> None:
+    spawn(_iteration_rank, args=(free_port(), tmp_path), nprocs=2, join=True)
+    r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert r0 == r1 and len(r0) == 6  # the same maxima on both ranks
+    assert r0[SLOW_ITERATION] >= 15
+    assert all(ms < 15 for i, ms in enumerate(r0) if i != SLOW_ITERATION)
