@@ -63,6 +63,16 @@ class PhaseMS(WireModel):
     experts: PositiveMS
     combine: PositiveMS
     route: PositiveMS | None = None
+    # Quantized dispatch: the rows packed to the wire format and unpacked, timed apart.
+    quantize: PositiveMS | None = None
+
+
+class BackwardPhaseMS(WireModel):
+    """Training: the backward pass's phases, each timed on its own like ``PhaseMS``."""
+
+    combine: PositiveMS
+    experts: PositiveMS
+    dispatch: PositiveMS
 
 
 class GpuState(WireModel):
@@ -118,6 +128,25 @@ class Case(WireModel):
     phaseMS: PhaseMS | None = None
     dispatchGBps: NonNegativeFloat | None = None
     combineGBps: NonNegativeFloat | None = None
+    # The phases' mean over ranks beside phaseMS's maxima; training's backward phases.
+    phaseMeanMS: PhaseMS | None = None
+    backwardPhaseMS: BackwardPhaseMS | None = None
+    backwardPhaseMeanMS: BackwardPhaseMS | None = None
+    # Per rank: bytes received from itself (local) and from the other ranks (remote).
+    dispatchLocalBytes: list[Bytes] | None = None
+    dispatchRemoteBytes: list[Bytes] | None = None
+    combineLocalBytes: list[Bytes] | None = None
+    combineRemoteBytes: list[Bytes] | None = None
+    # The phases' sum against the layer's time of the same pass (gap = layer - sum).
+    phaseSumMS: NonNegativeFloat | None = None
+    phaseGapMS: float | None = None
+    phaseGapPercent: float | None = None
+    backwardPhaseSumMS: NonNegativeFloat | None = None
+    backwardPhaseGapMS: float | None = None
+    backwardPhaseGapPercent: float | None = None
+    phaseNote: Annotated[str, Field(max_length=2000)] | None = None
+    phaseGraphs: bool | None = None  # every phase replayed its own CUDA graph
+    phaseGraphNote: Annotated[str, Field(max_length=2000)] | None = None
     gpuState: GpuState | None = None
     gpuStateReason: Annotated[str, Field(max_length=1000)] | None = None  # why gpuState is null
     # What ended the case other than an OOM (phase, exception type, message per rank).

@@ -15,7 +15,7 @@ import statistics
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -30,6 +30,8 @@ FLUSH_BYTES = 256 * 2**20
 @dataclass(frozen=True)
 class Windows:
     per_window_ms: list[float]  # already the maximum over ranks
+    # This rank's own, before the reduction: the per-phase means over ranks need them.
+    rank_ms: list[float] = field(default_factory=list)
 
     @property
     def median_ms(self) -> float:
@@ -76,7 +78,7 @@ def time_windows(run: Callable[[], object], timing: Timing, *, device: torch.dev
     if group is not None:
         times = times.to(device)
         dist.all_reduce(times, op=dist.ReduceOp.MAX, group=group)
-    return Windows([float(t) for t in times.cpu()])
+    return Windows([float(t) for t in times.cpu()], list(measured))
 
 
 def warm_up(run: Callable[[], object], setup: Callable[[], None] | None, timing: Timing,

@@ -24,6 +24,7 @@ from runner_helpers import run_posted
 from ingest.schema import Case
 from ingest.validate import validate_report
 from runner.execute import ERROR_BOUNDS
+from runner.routing import build_plan
 from runner.spec import CaseSpec, Shape
 
 pytestmark = pytest.mark.live
@@ -193,19 +194,54 @@ def test_every_wire_field_present_or_null_with_reason(run: Run) -> None:
 
 def test_every_case_has_positive_phase_times_and_bandwidths(run: Run) -> None:
     for case in run.report["cases"]:
+        quantized = case["pipeline"] != "standard" and case["precision"] != "bf16"
         phases = case["phaseMS"]
-        assert set(phases) == {"dispatch", "experts", "combine"}, case["id"]
+        assert set(phases) == {*(["quantize"] if quantized else []), "dispatch", "experts",
+                               "combine"}, case["id"]
         assert all(ms > 0 for ms in phases.values()), (case["id"], phases)
-        # Bytes a rank received, by hand: the dispatch's wire rows (bf16 2 bytes an
-        # element; mxfp8 1 + an e8m0 scale per 32; nvfp4 half + an e4m3 scale per 16 + the
-        # fp32 tensor scale), the combine's bf16 rows (every rank gets its T*K back).
+        assert set(case["phaseMeanMS"]) == set(phases)
+        assert all(ms > 0 for ms in case["phaseMeanMS"].values())
+        # The rows each rank received, split by hand from the routing: a rank's own rows
+        # (sends[r][r]) stay; the rest crossed. Dispatch rows are the wire rows (bf16 2
+        # bytes an element; mxfp8 1 + an e8m0 scale per 32; nvfp4 half + an e4m3 scale
+        # per 16 + the fp32 tensor scale), the combine's bf16 rows (every rank gets its
+        # T*K back).
         d = SHAPE.D
         wire = {"bf16": 2 * d, "mxfp8": d + d // 32, "nvfp4": d // 2 + d // 16 + 4}
-        row = wire[case["precision"]] if case["pipeline"] != "standard" else 2 * d
-        dispatch = sum(case["receiveRows"]) / case["ep"] * row
-        combine = SHAPE.T * SHAPE.K * 2 * d
-        assert case["dispatchGBps"] == pytest.approx(dispatch / phases["dispatch"] / 1e6)
-        assert case["combineGBps"] == pytest.approx(combine / phases["combine"] / 1e6)
+        row = wire[case["precision"]] if quantized or case["pipeline"] != "standard" else 2 * d
+        spec = CaseSpec(case["mode"], case["ep"], case["precision"], case["pipeline"],
+                        case["category"], case["F"], case["imbalance"])
+        sends = build_plan(SHAPE, spec, 3).sends
+        own = [sends[r][r] for r in range(case["ep"])]
+        received = case["receiveRows"]
+        assert case["dispatchLocalBytes"] == [n * row for n in own]
+        assert case["dispatchRemoteBytes"] == [(received[r] - own[r]) * row
+                                               for r in range(case["ep"])]
+        back = SHAPE.T * SHAPE.K
+        assert case["combineLocalBytes"] == [n * 2 * d for n in own]
+        assert case["combineRemoteBytes"] == [(back - n) * 2 * d for n in own]
+        # GB/s from the busiest rank's remote bytes over the phase's time.
+        busiest = max((received[r] - own[r]) * row for r in range(case["ep"]))
+        assert case["dispatchGBps"] == pytest.approx(busiest / phases["dispatch"] / 1e6)
+        busiest_back = max((back - n) * 2 * d for n in own)
+        assert case["combineGBps"] == pytest.approx(busiest_back / phases["combine"] / 1e6)
+        # The phases' sum against the layer's forward, and the backward's in training.
+        total = sum(phases.values())
+        assert case["phaseSumMS"] == pytest.approx(total)
+        assert case["phaseGapMS"] == pytest.approx(case["forwardMS"] - total)
+        assert case["phaseGapPercent"] == pytest.approx(
+            (case["forwardMS"] - total) / case["forwardMS"] * 100)
+        assert f"{case['phaseGapMS']:+.4g} ms" in case["phaseNote"]
+        if case["mode"] == "training":
+            back_phases = case["backwardPhaseMS"]
+            assert set(back_phases) == {"combine", "experts", "dispatch"}
+            assert all(ms > 0 for ms in back_phases.values())
+            back_total = sum(back_phases.values())
+            assert case["backwardPhaseGapMS"] == pytest.approx(case["backwardMS"] - back_total)
+            assert f"{case['backwardPhaseGapMS']:+.4g} ms" in case["phaseNote"]
+        else:
+            assert "backwardPhaseMS" not in case
+        assert case["phaseGraphs"] is None  # no CUDA graphs on the CPU
         # No NVML on the CPU: null, with the reason.
         assert case["gpuState"] is None and "no GPU" in case["gpuStateReason"], case["id"]
     meta = run.report["meta"]
