@@ -53,6 +53,8 @@ FIELDS: tuple[CaseField, ...] = (
     _metric("backwardMS", "backward ms", float, "backward_ms", tabled=True),
     _metric("usefulTFPerGPU", "useful TFLOP/s", float, "useful_tf_per_gpu", tabled=True),
     _metric("percentOfPeak", "% of peak", float, "percent_of_peak", derived=True, tabled=True),
+    _metric("percentOfMeasuredCeiling", "% of measured ceiling", float,
+            "percent_of_measured_ceiling", derived=True, tabled=True),
     _metric("hbmPercentOfPeak", "HBM % of peak", float, "hbm_percent_of_peak", derived=True,
             tabled=True),
     _metric("nvlinkTXPercentOfPeak", "NVLink TX %", float, "nvlink_tx_percent_of_peak",

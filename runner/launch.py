@@ -21,6 +21,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.multiprocessing.spawn import spawn
 
+from runner.ceilings import A2A_BYTES, all_to_all, measure_gpu, merge
 from runner.execute import run_case
 from runner.matrix import Matrix
 from runner.pipelines import REGISTRY
@@ -114,12 +115,13 @@ def _worker(rank: int, world: int, opts: RunOptions, plat: Platform) -> int:
                      dt.timedelta(seconds=matrix.timing.timeout_s))
     skipped = {c.id: r for c in matrix.cases if (r := skip_reason(c, matrix, world))}
     runnable = [c for c in matrix.cases if c.id not in skipped]
+    ceilings = measure_ceilings(rank, world, plat, matrix, runnable, groups)
     reporter: Reporter | None = None
     problem = None
     if rank == 0:
         try:
             reporter = Reporter(opts, matrix, plat, world, list(skipped.values()),
-                                len(runnable))
+                                len(runnable), ceilings)
         except (SpoolError, OSError) as exc:  # no room to keep the report, nowhere to write
             problem = str(exc)
     # Every rank learns whether rank 0 can report; otherwise its peers would only see it
@@ -142,6 +144,23 @@ def _worker(rank: int, world: int, opts: RunOptions, plat: Platform) -> int:
     if reporter is None:
         return 0
     return reporter.finish(failures)
+
+
+def measure_ceilings(rank: int, world: int, plat: Platform, matrix: Matrix,
+                     cases: list[CaseSpec], groups: dict[int, Any]) -> dict[str, Any] | None:
+    """``meta.measuredCeilings`` (rank 0; None elsewhere): every rank measures its GPU's
+    GEMM ceilings, each EP group in use its all-to-all (``runner.ceilings``)."""
+    mine = measure_gpu(plat, matrix, cases)
+    per_gpu = gather_json(mine, dist.group.WORLD, plat.device) if world > 1 else [mine]
+    sizes = A2A_BYTES["cuda" if plat.cuda else "cpu"]
+    a2a = []
+    for ep in sorted({c.ep for c in cases}):
+        group = groups.get(ep)
+        if group is not None and rank < ep:  # only a group's own ranks may call on it
+            a2a.append(all_to_all(ep, group, matrix.timing, plat.device, sizes))
+    if world > 1:
+        dist.barrier()
+    return merge(per_gpu, a2a) if rank == 0 else None
 
 
 def _rank0_ready(ready: bool, world: int, device: torch.device) -> bool:

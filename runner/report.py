@@ -11,6 +11,7 @@ from typing import Any
 from ingest.derived import clock_event_names
 from ingest.schema import wire_dict
 from ingest.validate import validate_case, validate_report
+from runner.ceilings import ceiling_note
 from runner.matrix import Matrix, Timing
 from runner.model import BLOCK_ELEMENTS, logical_payload_rank0, model_case, runner_scratch_bytes
 from runner.spec import CaseSpec, Shape
@@ -95,6 +96,7 @@ class PlatformFacts:
     nvlink_gbps_per_direction: float | None
     peaks_source: str  # "datasheet", "matrix override", "none"
     nvlink_fields: str | None = None  # the NVML fields that gave NVLink counters at start-up
+    peaks_absent: dict[str, str] = field(default_factory=dict)  # precision: why no peak
 
 
 def _median(values: list[float]) -> float:
@@ -191,6 +193,16 @@ def timing_note(timing: Timing, cuda: bool) -> str:
             f"pass, one set of windows serves both). CPU times say nothing about GPU speed.")
 
 
+# The case fields phase_fields gives (all of them, null where they do not apply).
+PHASE_FIELDS = (
+    "phaseMS", "phaseMeanMS", "backwardPhaseMS", "backwardPhaseMeanMS", "dispatchGBps",
+    "combineGBps", "dispatchLocalBytes", "dispatchRemoteBytes", "combineLocalBytes",
+    "combineRemoteBytes", "phaseSumMS", "phaseGapMS", "phaseGapPercent",
+    "backwardPhaseSumMS", "backwardPhaseGapMS", "backwardPhaseGapPercent", "phaseNote",
+    "phaseGraphs", "phaseGraphNote",
+)
+
+
 def phase_fields(outcomes: list[RankOutcome], forward_ms: float,
                  backward_ms: float | None) -> dict[str, Any]:
     """The phase pass's fields: each phase's median of the windows' maxima over ranks
@@ -200,7 +212,7 @@ def phase_fields(outcomes: list[RankOutcome], forward_ms: float,
     (null when none did); the phases' sum against the layer's time. Null fields when the
     phase pass did not run on every rank (or a phase took no measurable time)."""
     first = outcomes[0]
-    none: dict[str, Any] = {"phaseMS": None, "dispatchGBps": None, "combineGBps": None}
+    none: dict[str, Any] = dict.fromkeys(PHASE_FIELDS)
     if first.phase_windows is None or any(
             o.phase_rank_ms is None or o.dispatch_remote_bytes is None for o in outcomes):
         return none
@@ -208,6 +220,7 @@ def phase_fields(outcomes: list[RankOutcome], forward_ms: float,
     if min(ms.values()) <= 0:
         return none
     fields: dict[str, Any] = {
+        **none,  # every field present, null where it does not apply (inference: backward)
         "phaseMS": ms,
         "phaseMeanMS": _rank_means([o.phase_rank_ms for o in outcomes]),
     }
@@ -230,8 +243,7 @@ def phase_fields(outcomes: list[RankOutcome], forward_ms: float,
     fields.update(phase_gap(ms, forward_ms, back, backward_ms))
     fields["phaseGraphs"] = first.phase_graphs
     notes = [o.phase_graph_note for o in outcomes if o.phase_graph_note]
-    if notes:
-        fields["phaseGraphNote"] = notes[0]
+    fields["phaseGraphNote"] = notes[0] if notes else None
     return fields
 
 
@@ -305,6 +317,8 @@ def _notes(facts: PlatformFacts, matrix_timing: Timing, pipeline_notes: list[str
         "matrix override": "Peak values come from the matrix file's [peaks] table.",
         "none": "No theoretical peaks are known for this device: % of peak is not given.",
     }[facts.peaks_source]
+    peak += "".join(f" {p}: {why}." for p, why in facts.peaks_absent.items()
+                    if p not in facts.peaks_tf)
     notes = {
         "peakNote": peak,
         "timingNote": timing,
@@ -374,7 +388,8 @@ def _notes(facts: PlatformFacts, matrix_timing: Timing, pipeline_notes: list[str
 
 
 def build_meta(matrix: Matrix, facts: PlatformFacts, run_id: str, pipeline_notes: list[str],
-               skipped: list[str], graph_notes: list[str]) -> dict[str, Any]:
+               skipped: list[str], graph_notes: list[str],
+               ceilings: dict[str, Any] | None = None) -> dict[str, Any]:
     shape = matrix.shape
     meta: dict[str, Any] = {
         "date": dt.datetime.now(dt.UTC).date().isoformat(),
@@ -396,6 +411,8 @@ def build_meta(matrix: Matrix, facts: PlatformFacts, run_id: str, pipeline_notes
         "seed": matrix.seed,
         "capacityFactor": matrix.capacity_factor,
         "ep1Group": matrix.ep1_group,
+        "measuredCeilings": ceilings,
+        "measuredCeilingNote": ceiling_note(facts.cuda, ceilings),
     }
     return meta
 

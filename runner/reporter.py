@@ -56,6 +56,7 @@ def platform_facts(plat: Platform, matrix: Matrix, world: int) -> PlatformFacts:
                                    or (sheet.nvlink_gbps_per_direction if sheet else None)),
         peaks_source=source,
         nvlink_fields=_nvlink_fields(plat),
+        peaks_absent=dict(sheet.absent) if sheet else {},
     )
 
 
@@ -68,7 +69,8 @@ class Reporter:
     """Rank 0's side: the report, its delivery, ``--out`` and the progress lines."""
 
     def __init__(self, opts: RunOptions, matrix: Matrix, plat: Platform, world: int,
-                 skipped: list[str], runnable: int) -> None:
+                 skipped: list[str], runnable: int,
+                 ceilings: dict[str, Any] | None = None) -> None:
         self.opts, self.matrix, self.started = opts, matrix, time.monotonic()
         self.facts = platform_facts(plat, matrix, world)
         self.run_id = f"{socket.gethostname()}-{time.strftime('%Y%m%dT%H%M%S')}-" \
@@ -76,7 +78,8 @@ class Reporter:
         pipeline_notes = [REGISTRY[p].note for p in dict.fromkeys(c.pipeline
                                                                   for c in matrix.cases)]
         graph = [] if plat.cuda else ["no CUDA graphs on the CPU: graphAccepted is null"]
-        self.meta = build_meta(matrix, self.facts, self.run_id, pipeline_notes, skipped, graph)
+        self.meta = build_meta(matrix, self.facts, self.run_id, pipeline_notes, skipped, graph,
+                               ceilings)
         self.cases: list[dict[str, Any]] = []
         self.runtime_skips: list[str] = []
         self.unposted_skips: list[str] = []

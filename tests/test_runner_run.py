@@ -21,6 +21,7 @@ import pytest
 from live import REPO
 from runner_helpers import run_posted
 
+from ingest.derived import derive
 from ingest.schema import Case
 from ingest.validate import validate_report
 from runner.execute import ERROR_BOUNDS
@@ -178,9 +179,10 @@ def test_every_wire_field_present_or_null_with_reason(run: Run) -> None:
         training = case["mode"] == "training"
         allowed = {"nvlinkTXGBps", "nvlinkRXGBps", "nvlinkMaxTXGBps", "nvlinkMaxRXGBps",
                    "allocatedPeakGiB", "reservedPeakGiB", "graphAccepted", "gpuState",
-                   "failure"}
+                   "failure", "phaseGraphs", "phaseGraphNote"}  # no CUDA graphs on the CPU
         if not training:
-            allowed.add("backwardMS")
+            allowed |= {"backwardMS", "backwardPhaseMS", "backwardPhaseMeanMS",
+                        "backwardPhaseSumMS", "backwardPhaseGapMS", "backwardPhaseGapPercent"}
         assert nulls <= allowed, (case["id"], nulls - allowed)
         assert set(case["windows"]) == ({"combined", "forward", "backward"} if training
                                         else {"combined", "forward"})
@@ -240,7 +242,7 @@ def test_every_case_has_positive_phase_times_and_bandwidths(run: Run) -> None:
             assert case["backwardPhaseGapMS"] == pytest.approx(case["backwardMS"] - back_total)
             assert f"{case['backwardPhaseGapMS']:+.4g} ms" in case["phaseNote"]
         else:
-            assert "backwardPhaseMS" not in case
+            assert case["backwardPhaseMS"] is None
         assert case["phaseGraphs"] is None  # no CUDA graphs on the CPU
         # No NVML on the CPU: null, with the reason.
         assert case["gpuState"] is None and "no GPU" in case["gpuStateReason"], case["id"]
@@ -326,3 +328,32 @@ def test_no_room_for_the_report_stops_every_rank_with_the_reason(tmp_path: Path)
     assert ran.returncode == 1, ran.stderr
     assert "is full" in ran.stderr and "did not take it either" in ran.stderr
     assert "no case ran" in ran.stderr and "Traceback" not in ran.stderr
+
+
+def test_ceilings_were_measured_before_the_cases(run: Run) -> None:
+    meta = run.report["meta"]
+    ceilings = meta["measuredCeilings"]
+    assert ceilings["denseTF"]["bf16"] > 0 and len(ceilings["denseTFPerGPU"]["bf16"]) == 2
+    assert ceilings["denseTF"]["bf16"] == min(ceilings["denseTFPerGPU"]["bf16"])
+    assert set(ceilings["unmeasured"]) == {"mxfp8", "nvfp4"}  # emulated on the CPU
+    # Every case's grouped shape, by hand: its local experts, the busiest rank's rows per
+    # expert rounded up, and % of that ceiling derived at ingest.
+    report = validate_report(run.report)
+    for raw, case in zip(run.report["cases"], report.cases, strict=True):
+        experts = SHAPE.E // raw["ep"]
+        rows = math.ceil(max(raw["receiveRows"]) / experts)
+        (entry,) = [g for g in ceilings["grouped"]
+                    if (g["precision"], g["experts"], g["rowsPerExpert"], g["F"])
+                    == (raw["precision"], experts, rows, raw["F"])]
+        assert entry["emulated"] is (raw["precision"] != "bf16")
+        assert entry["tf"] == min(entry["tfPerGPU"])
+        assert derive(report.meta, case).percentOfMeasuredCeiling == pytest.approx(
+            raw["usefulTFPerGPU"] / entry["tf"] * 100)
+    # nccl-tests' arithmetic: algbw = each rank's buffer / time, busbw = algbw (n-1)/n.
+    (a2a,) = ceilings["allToAll"]
+    assert a2a["ep"] == 2 and [s["bytes"] for s in a2a["sizes"]] == [2**16, 2**20]
+    for size in a2a["sizes"]:
+        assert size["algbwGBps"] == pytest.approx(size["bytes"] / size["ms"] / 1e6)
+        assert size["busbwGBps"] == pytest.approx(size["algbwGBps"] / 2)
+    assert a2a["busbwGBps"] == max(s["busbwGBps"] for s in a2a["sizes"])
+    assert "mean nothing for GPUs" in meta["measuredCeilingNote"]
