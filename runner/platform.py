@@ -124,9 +124,23 @@ def native_scaled_mm_runs(precision: str, device: torch.device) -> bool:
         return False
 
 
-def host_info(plat: Platform, world: int) -> dict[str, Any]:
+NODE_ENV = "MOESCOPE_NODE"
+
+
+def node_name() -> str:
+    """This rank's node: ``MOESCOPE_NODE`` where set (launches sharing one hostname, as in
+    the multi-node test), else the hostname."""
+    return os.environ.get(NODE_ENV) or socket.gethostname()
+
+
+def host_info(plat: Platform, world: int, rank_nodes: list[str] | None = None
+              ) -> dict[str, Any]:
+    """``rank_nodes``: each rank's node name, in rank order (one node when not given)."""
+    nodes = list(dict.fromkeys(rank_nodes or [node_name()]))
     info: dict[str, Any] = {
-        "hostname": socket.gethostname(),
+        "hostname": nodes[0],
+        "nodes": nodes,
+        "rankNodes": rank_nodes or [nodes[0]] * world,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
