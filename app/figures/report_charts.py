@@ -153,6 +153,8 @@ def arithmetic_intensity_spec(cases: Sequence[Case], meta: Meta) -> Spec:
 
 
 PHASES = (("dispatch", "#4c78a8"), ("experts", "#f58518"), ("combine", "#54a24b"))
+# Timed apart where the dispatch is quantized: stacked first, only when a case has it.
+QUANTIZE = ("quantize", "#b279a2")
 
 
 def phases_spec(cases: Sequence[Case], meta: Meta) -> Spec:
@@ -160,7 +162,8 @@ def phases_spec(cases: Sequence[Case], meta: Meta) -> Spec:
     without them (another runner's, or one whose phase pass did not run) draws no bar."""
     x = list(range(len(cases)))
     data: list[Trace] = []
-    for phase, colour in PHASES:
+    quantized = any("quantize" in (c.get("phaseMS") or {}) for c in cases)
+    for phase, colour in ((QUANTIZE,) if quantized else ()) + PHASES:
         values = [(c.get("phaseMS") or {}).get(phase) for c in cases]
         data.append({
             "type": "bar", "x": x, "y": values, "name": phase, "marker": {"color": colour},
@@ -180,4 +183,5 @@ def _configuration(case: Case) -> str:
 
 def _phase_rate(case: Case, phase: str) -> str:
     rate = case.get(f"{phase}GBps")
-    return f"{rate:,.1f} GB/s per rank" if isinstance(rate, int | float) else ""
+    return (f"{rate:,.1f} GB/s (busiest rank's remote bytes)" if isinstance(rate, int | float)
+            else "")
