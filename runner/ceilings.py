@@ -33,6 +33,7 @@ import torch.distributed as dist
 
 from runner.matrix import Matrix, Timing
 from runner.native import gemm, quantize_operand
+from runner.oom import free_memory
 from runner.platform import Platform
 from runner.routing import build_plan
 from runner.spec import CaseSpec
@@ -152,51 +153,88 @@ def all_to_all(ep: int, group: Any, timing: Timing, device: torch.device,
     return {"ep": ep, "sizes": out, "busbwGBps": max(s["busbwGBps"] for s in out)}
 
 
+def _tried(measure: Callable[[], float], what: str, unmeasured: dict[str, str]
+           ) -> float | None:
+    """A ceiling, or None with why in ``unmeasured`` (a kernel rejecting the shape, no
+    memory for it): the run goes on without that ceiling."""
+    try:
+        return measure()
+    except (RuntimeError, ValueError, TypeError, NotImplementedError) as exc:
+        if isinstance(exc, torch.OutOfMemoryError):
+            free_memory()
+        unmeasured[what] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        return None
+
+
 def measure_gpu(plat: Platform, matrix: Matrix, cases: list[CaseSpec]) -> dict[str, Any]:
-    """This rank's GPU: dense and grouped GEMM ceilings (TFLOP/s), plain data."""
+    """This rank's GPU: dense and grouped GEMM ceilings (TFLOP/s), plain data. Nothing here
+    is a collective, so one GPU failing a measurement leaves the others in step."""
     kind = "cuda" if plat.cuda else "cpu"
     timing = matrix.timing
     dense: dict[str, float] = {}
     unmeasured: dict[str, str] = {}
     for precision in dict.fromkeys(["bf16", *(c.precision for c in cases)]):
         if precision == "bf16" or plat.native_scaled.get(precision):
-            dense[precision] = dense_tf(precision, DENSE_N[kind], timing, plat.device)
+            tf = _tried(partial(dense_tf, precision, DENSE_N[kind], timing, plat.device),
+                        f"dense {precision}", unmeasured)
+            if tf is not None:
+                dense[precision] = tf
         else:
             unmeasured[precision] = (
                 f"no native {precision} GEMM ran here (start-up probe): the precision is "
                 f"emulated with bf16 GEMMs, so it has no ceiling of its own")
     grouped = []
-    measured: dict[tuple[str, int, int, int, int], float] = {}  # emulated reuse bf16's
+    measured: dict[tuple[str, int, int, int, int], float | None] = {}  # emulated: bf16's
     for shape in grouped_shapes(matrix, cases):
         kernel, emulated = grouped_kernel(shape, plat)
         key = (kernel if not emulated else "bf16:" + kernel, shape.experts, shape.rows,
                shape.D, shape.F)
         if key not in measured:
-            measured[key] = grouped_tf(shape, kernel, timing, plat.device)
-        grouped.append({"precision": shape.precision, "experts": shape.experts,
-                        "rowsPerExpert": shape.rows, "D": shape.D, "F": shape.F,
-                        "tf": measured[key], "kernel": kernel, "emulated": emulated})
+            measured[key] = _tried(
+                partial(grouped_tf, shape, kernel, timing, plat.device),
+                f"grouped {shape.precision} E{shape.experts} rows {shape.rows} F{shape.F}",
+                unmeasured)
+        tf = measured[key]
+        if tf is not None and tf > 0 and math.isfinite(tf):
+            grouped.append({"precision": shape.precision, "experts": shape.experts,
+                            "rowsPerExpert": shape.rows, "D": shape.D, "F": shape.F,
+                            "tf": tf, "kernel": kernel, "emulated": emulated})
     return {"dense": dense, "grouped": grouped, "unmeasured": unmeasured,
             "denseN": DENSE_N[kind]}
+
+
+def _grouped_key(entry: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(entry[k] for k in ("precision", "experts", "rowsPerExpert", "D", "F"))
 
 
 def merge(per_gpu: list[dict[str, Any]], all_to_alls: list[dict[str, Any]]
           ) -> dict[str, Any]:
     """``meta.measuredCeilings`` from every rank's ``measure_gpu`` (in rank order) and the
-    EP groups' all-to-alls: per GPU values, and the slowest GPU's as the ceiling."""
-    first = per_gpu[0]
-    dense_per = {p: [g["dense"][p] for g in per_gpu] for p in first["dense"]}
-    grouped = []
-    for i, entry in enumerate(first["grouped"]):
-        per = [g["grouped"][i]["tf"] for g in per_gpu]
-        grouped.append({**entry, "tf": min(per), "tfPerGPU": per})
+    EP groups' all-to-alls: per GPU values, and the slowest GPU's as the ceiling (over the
+    GPUs that measured it; one that could not says why in ``unmeasured``)."""
+    dense_per: dict[str, list[float]] = {}
+    grouped: dict[tuple[Any, ...], dict[str, Any]] = {}
+    reasons: dict[str, dict[int, str]] = {}
+    for rank, gpu in enumerate(per_gpu):
+        for precision, tf in gpu["dense"].items():
+            dense_per.setdefault(precision, []).append(tf)
+        for entry in gpu["grouped"]:
+            kept = grouped.setdefault(_grouped_key(entry), {**entry, "tfPerGPU": []})
+            kept["tfPerGPU"].append(entry["tf"])
+        for what, why in gpu["unmeasured"].items():
+            reasons.setdefault(what, {})[rank] = why
+    unmeasured = {  # one reason where every GPU gave it, else each rank's
+        what: next(iter(by_rank.values()))
+        if len(by_rank) == len(per_gpu) and len(set(by_rank.values())) == 1
+        else "; ".join(f"rank {r}: {why}" for r, why in by_rank.items())
+        for what, by_rank in reasons.items()}
     return {
         "denseTF": {p: min(v) for p, v in dense_per.items()},
         "denseTFPerGPU": dense_per,
-        "denseN": first["denseN"],
-        "grouped": [g for g in grouped if g["tf"] > 0 and math.isfinite(g["tf"])],
+        "denseN": per_gpu[0]["denseN"],
+        "grouped": [{**g, "tf": min(g["tfPerGPU"])} for g in grouped.values()],
         "allToAll": all_to_alls,
-        "unmeasured": first["unmeasured"],
+        "unmeasured": unmeasured,
     }
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +92,10 @@ class _Phases:
     def __init__(self, x: torch.Tensor, r: DeviceRouting, cfg: PassConfig,
                  experts: Experts) -> None:
         self.x, self.r, self.cfg, self.experts = x, r, cfg, experts
+        # Each phase's graph is captured on this stream (CUDA), and the experts' forward
+        # whose backward is timed runs on it too: autograd runs a backward op on its
+        # forward op's stream, which must be the capturing one.
+        self.side = torch.cuda.Stream(x.device) if x.device.type == "cuda" else None
         self.agree = _group_max(cfg.group, False)
         with torch.no_grad():
             rows = x.index_select(0, r.token)
@@ -132,14 +137,20 @@ class _Phases:
     def backward(self) -> dict[str, Callable[[], object]]:
         cfg, r = self.cfg, self.r
         grad_out = torch.ones_like(self.x)
-        with torch.enable_grad():
+        on_side: Any = nullcontext()
+        if self.side is not None:
+            self.side.wait_stream(torch.cuda.current_stream(self.x.device))
+            on_side = torch.cuda.stream(self.side)
+        with torch.enable_grad(), on_side:
             ordered = self.received.index_select(0, r.order).detach().requires_grad_(True)
             weights = [p.detach().requires_grad_(True) for p in self.experts.parameters()]
             experts = self.experts.with_parameters(*weights)
             # Unguarded: the guard's node frees its graph after one backward; an OOM
             # here is caught by the caller's phase agreement.
             y = _experts(ordered, r, experts, cfg)
-        grad_y = torch.ones_like(y)
+            grad_y = torch.ones_like(y)
+        if self.side is not None:
+            torch.cuda.current_stream(self.x.device).wait_stream(self.side)
         inputs = [ordered, *weights]
 
         def combine_backward() -> None:
@@ -153,26 +164,26 @@ class _Phases:
         }
 
 
-def _replayable(work: Callable[[], object], cuda: bool, group: Any, device: torch.device
-                ) -> tuple[Callable[[], object], Any, str | None]:
-    """(what to time, the graph to keep alive, why eager): the phase's own CUDA graph
-    where every rank captured it, else the eager work."""
-    if not cuda:
+def _replayable(work: Callable[[], object], side: torch.cuda.Stream | None, group: Any,
+                device: torch.device) -> tuple[Callable[[], object], Any, str | None]:
+    """(what to time, the graph to keep alive, why eager): the phase's own CUDA graph,
+    captured on ``side``, where every rank captured it, else the eager work."""
+    if side is None:
         return work, None, None
-    captured, note = agree_on_capture(
-        lambda: _captured(work, torch.cuda.Stream(), WARMUP), group, device)
+    captured, note = agree_on_capture(lambda: _captured(work, side, WARMUP), group, device)
     if captured is None:
         return work, None, note
     graph, outputs = captured
     return graph.replay, (graph, outputs), None
 
 
-def _time_all(work: dict[str, Callable[[], object]], ctx: BuildContext, timing: Timing,
-              flush: Callable[[], None] | None, notes: list[str], label: str
+def _time_all(work: dict[str, Callable[[], object]], side: torch.cuda.Stream | None,
+              ctx: BuildContext, timing: Timing, flush: Callable[[], None] | None,
+              notes: list[str], label: str
               ) -> tuple[dict[str, list[float]], dict[str, float], bool]:
     windows, rank_ms, all_graphs = {}, {}, True
     for name, fn in work.items():
-        run, keep, note = _replayable(fn, ctx.device.type == "cuda", ctx.group, ctx.device)
+        run, keep, note = _replayable(fn, side, ctx.group, ctx.device)
         if note:
             notes.append(f"{label} {name}: {note}")
         all_graphs = all_graphs and keep is not None
@@ -191,12 +202,12 @@ def time_phases(ctx: BuildContext, pipeline: str, experts: Experts, x: torch.Ten
     phases = _Phases(x, r, cfg, experts)
     notes: list[str] = []
     with torch.no_grad():
-        forward, forward_rank, graphs = _time_all(phases.forward(training), ctx, timing, flush,
-                                                  notes, "forward")
+        forward, forward_rank, graphs = _time_all(phases.forward(training), phases.side, ctx,
+                                                  timing, flush, notes, "forward")
     backward = backward_rank = None
     if training:
-        backward, backward_rank, back_graphs = _time_all(phases.backward(), ctx, timing, flush,
-                                                         notes, "backward")
+        backward, backward_rank, back_graphs = _time_all(phases.backward(), phases.side, ctx,
+                                                         timing, flush, notes, "backward")
         graphs = graphs and back_graphs
     width = x.shape[1]
     return PhaseTimes(

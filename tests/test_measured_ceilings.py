@@ -40,6 +40,16 @@ def test_merge_takes_the_slowest_gpu_and_keeps_each() -> None:
     assert merged["allToAll"] == a2a and merged["unmeasured"] == {"mxfp8": "emulated"}
 
 
+def test_a_gpu_that_could_not_measure_a_shape_is_left_out_of_its_ceiling() -> None:
+    failed = {**_gpu(9.0, 0.0), "grouped": [],
+              "unmeasured": {"mxfp8": "emulated", "grouped bf16 E2 rows 24 F64": "OOM"}}
+    merged = merge([_gpu(10.0, 4.0), failed], [])
+    assert merged["grouped"][0]["tf"] == 4.0 and merged["grouped"][0]["tfPerGPU"] == [4.0]
+    assert merged["denseTFPerGPU"] == {"bf16": [10.0, 9.0]}
+    assert merged["unmeasured"] == {"mxfp8": "emulated",
+                                    "grouped bf16 E2 rows 24 F64": "rank 1: OOM"}
+
+
 def test_grouped_shapes_use_the_busiest_ranks_rows_per_expert() -> None:
     matrix = parse_matrix({
         "seed": 1, "shape": {"T": 32, "D": 64, "E": 4, "K": 2},
