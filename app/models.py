@@ -139,6 +139,7 @@ class CaseRow(Base):
 
     # Derived (docs/metrics.md), stored so they can be filtered and sorted on.
     percent_of_peak: Mapped[float | None] = mapped_column(Float)
+    percent_of_measured_ceiling: Mapped[float | None] = mapped_column(Float)
     hbm_percent_of_peak: Mapped[float | None] = mapped_column(Float)
     nvlink_tx_percent_of_peak: Mapped[float | None] = mapped_column(Float)
     nvlink_rx_percent_of_peak: Mapped[float | None] = mapped_column(Float)

@@ -11,8 +11,11 @@
 #      the staged streams: a large shape (every pipeline and precision, training in CUDA
 #      graphs, one case with an injected OOM in its numerical check, reported with ooms 1)
 #      and the decode shape,
-# then per case: layer time and window spread, % of the measured ceiling, phaseMS and
-# dispatch/combine GB/s, numerics vs bound, graphAccepted, allocated peak, gpuState.
+# then per case: layer time and window spread, % of the measured ceiling (the bf16 GEMM
+# of step 2, and the run's own grouped-GEMM ceiling at the case's shape from
+# meta.measuredCeilings), phaseMS (each phase its own CUDA graph), the phases' sum against
+# the layer time, remote-bytes GB/s, numerics vs bound, graphAccepted, allocated peak,
+# gpuState.
 # Without a GPU (or with --dry-run) it runs the same steps on tiny shapes on the CPU.
 # Needs torch, pydantic and httpx importable by $PYTHON (default: .venv/bin/python, else
 # python3); on the device machine run bench/gpu_wheels.sh here first and carry .whl.

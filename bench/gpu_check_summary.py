@@ -15,6 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ingest.derived import measured_ceiling_for
+from ingest.schema import Case, Meta
+
 
 def _spread(windows: list[float]) -> float:
     return (max(windows) - min(windows)) / statistics.median(windows) * 100
@@ -46,9 +49,29 @@ def _phases(case: dict[str, Any]) -> str:
     phases = case.get("phaseMS")
     if not phases:
         return "phaseMS null"
-    return (f"phaseMS dispatch {phases['dispatch']:.4f} experts {phases['experts']:.4f} "
-            f"combine {phases['combine']:.4f}; dispatch {case['dispatchGBps']:.1f} GB/s, "
-            f"combine {case['combineGBps']:.1f} GB/s")
+    gbps = {k: "-" if case.get(k) is None else f"{case[k]:.1f}"
+            for k in ("dispatchGBps", "combineGBps")}
+    line = (f"phaseMS {' '.join(f'{k} {v:.4f}' for k, v in phases.items())} (graphs "
+            f"{case.get('phaseGraphs')}); remote-bytes GB/s dispatch {gbps['dispatchGBps']}, "
+            f"combine {gbps['combineGBps']}")
+    if case.get("phaseSumMS") is not None:
+        line += (f"\n  phase sum {case['phaseSumMS']:.4f} ms vs layer forward "
+                 f"{case['forwardMS']:.4f} ms: gap {case['phaseGapMS']:+.4f} ms "
+                 f"({case['phaseGapPercent']:+.1f} %)")
+    if case.get("backwardPhaseSumMS") is not None:
+        line += (f"; backward sum {case['backwardPhaseSumMS']:.4f} ms vs "
+                 f"{case['backwardMS']:.4f} ms: gap {case['backwardPhaseGapPercent']:+.1f} %")
+    return line
+
+
+def _of_measured_ceiling(meta: dict[str, Any], case: dict[str, Any]) -> str:
+    """% of the run's own grouped-GEMM ceiling at the case's shape (meta.measuredCeilings),
+    derived as the service derives it."""
+    tf = measured_ceiling_for(Meta.model_validate(meta), Case.model_validate(case))
+    if tf is None:
+        return "no measured grouped ceiling"
+    return (f"{100 * case['usefulTFPerGPU'] / tf:.1f} % of the measured grouped ceiling "
+            f"({tf:.4g} TF/s)")
 
 
 def summarize(report: dict[str, Any], measured: float) -> None:
@@ -71,13 +94,15 @@ def summarize(report: dict[str, Any], measured: float) -> None:
               f"{case.get('graphAccepted')}; allocated peak "
               f"{'-' if peak_gib is None else f'{peak_gib:.2f} GiB'}; ooms "
               f"{case.get('ooms', 0)}; emulated {case.get('emulated', False)}")
+        print(f"  {_of_measured_ceiling(meta, case)}")
         print(f"  {_phases(case)}\n  {_gpu_state(case)}; NVLink TX "
               f"{case.get('nvlinkTXGBps')} RX {case.get('nvlinkRXGBps')} GB/s")
         print(f"  {_kernel_and_tails(case)}")
         for key in ("failure", "graphNote", "oomNote", "runtimeSkipped"):
             if case.get(key):
                 print(f"  {key}: {case[key]}")
-    for key in ("skippedNote", "runtimeSkippedNote", "graphNote", "bandwidthNote"):
+    for key in ("skippedNote", "runtimeSkippedNote", "graphNote", "bandwidthNote",
+                "measuredCeilingNote", "peakNote"):
         if meta.get(key):
             print(f"{key}: {meta[key]}")
 

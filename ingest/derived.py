@@ -43,6 +43,7 @@ def clock_event_names(bits: int) -> list[str]:
 # Which meta note qualifies which figures, for the API and the dashboard alike.
 NOTE_QUALIFIES: dict[str, str] = {
     "peakNote": "% of peak",
+    "measuredCeilingNote": "% of measured ceiling",
     "timingNote": "times and throughput",
     "bandwidthNote": "NVLink and HBM",
     "placementNote": "every cross-EP comparison",
@@ -72,6 +73,7 @@ def report_notes(meta: Mapping[str, Any]) -> list[ReportNote]:
 @dataclass(frozen=True)
 class Derived:
     percentOfPeak: float | None
+    percentOfMeasuredCeiling: float | None
     hbmPercentOfPeak: float | None
     nvlinkTXPercentOfPeak: float | None
     nvlinkRXPercentOfPeak: float | None
@@ -107,6 +109,29 @@ def _percent(value: float | None, peak: float | None) -> float | None:
 
 def peak_for(meta: Meta, precision: str) -> float | None:
     return meta.theoreticalTFPerGPU.get(precision)
+
+
+def rows_per_expert(case: Case, experts_total: int) -> int | None:
+    """The busiest rank's received rows per local expert (rounded up): the shape at which
+    the runner measured the case's grouped-GEMM ceiling."""
+    if not case.receiveRows or experts_total % case.ep:
+        return None
+    local = experts_total // case.ep
+    return -(-max(case.receiveRows) // local)
+
+
+def measured_ceiling_for(meta: Meta, case: Case) -> float | None:
+    """The grouped-GEMM ceiling the run measured at this case's precision and shape, in
+    TFLOP/s; None when the report has none there."""
+    ceilings = meta.measuredCeilings
+    rows = rows_per_expert(case, meta.shape.E)
+    if ceilings is None or rows is None:
+        return None
+    for c in ceilings.grouped:
+        if (c.precision, c.experts, c.rowsPerExpert, c.D, c.F) == (
+                case.precision, meta.shape.E // case.ep, rows, meta.shape.D, case.F):
+            return c.tf
+    return None
 
 
 def window_spread_percent(windows: list[float]) -> float | None:
@@ -155,6 +180,7 @@ def derive(meta: Meta, case: Case) -> Derived:
     nvlink = _percent(busiest_link_gbps(case), meta.theoreticalNVLinkGBpsPerDirection)
     return Derived(
         percentOfPeak=compute,
+        percentOfMeasuredCeiling=_percent(case.usefulTFPerGPU, measured_ceiling_for(meta, case)),
         hbmPercentOfPeak=hbm,
         nvlinkTXPercentOfPeak=_percent(case.nvlinkTXGBps, meta.theoreticalNVLinkGBpsPerDirection),
         nvlinkRXPercentOfPeak=_percent(case.nvlinkRXGBps, meta.theoreticalNVLinkGBpsPerDirection),

@@ -38,6 +38,45 @@ class Shape(WireModel):
     sharedExperts: Count | None = None
 
 
+class GroupedCeiling(WireModel):
+    """The expert GEMMs alone (gate, up, down of ``experts`` SwiGLU experts, each with
+    ``rowsPerExpert`` rows) at a case's shape: the best the GEMMs reach there."""
+
+    precision: Name
+    experts: PositiveCount
+    rowsPerExpert: Count
+    D: PositiveCount
+    F: PositiveCount
+    tf: Annotated[float, Field(gt=0)]  # the slowest GPU's
+    tfPerGPU: list[NonNegativeFloat] = Field(default_factory=list)
+    kernel: Name
+    emulated: bool = False  # a quantized precision measured through its bf16 emulation
+
+
+class AllToAllSize(WireModel):
+    bytes: PositiveCount  # each rank's send buffer
+    ms: PositiveMS
+    algbwGBps: NonNegativeFloat
+    busbwGBps: NonNegativeFloat
+
+
+class AllToAllCeiling(WireModel):
+    ep: PositiveCount
+    sizes: Annotated[list[AllToAllSize], Field(min_length=1)]
+    busbwGBps: NonNegativeFloat  # the best over the sizes
+
+
+class MeasuredCeilings(WireModel):
+    """What this run measured on its own GPUs before the cases (``runner.ceilings``)."""
+
+    denseTF: dict[Name, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
+    denseTFPerGPU: dict[Name, list[NonNegativeFloat]] = Field(default_factory=dict)
+    denseN: PositiveCount | None = None
+    grouped: list[GroupedCeiling] = Field(default_factory=list)
+    allToAll: list[AllToAllCeiling] = Field(default_factory=list)
+    unmeasured: dict[Name, Annotated[str, Field(max_length=1000)]] = Field(default_factory=dict)
+
+
 class Meta(WireModel):
     date: Name
     gpu: Name
@@ -46,6 +85,7 @@ class Meta(WireModel):
     theoreticalHBMGBps: Annotated[float, Field(gt=0)] | None = None
     theoreticalNVLinkGBpsPerDirection: Annotated[float, Field(gt=0)] | None = None
     theoreticalNVLinkGBpsBidirectional: Annotated[float, Field(gt=0)] | None = None
+    measuredCeilings: MeasuredCeilings | None = None
     source: str | None = None
     runId: Annotated[str, Field(min_length=1, max_length=200)] | None = None
 
@@ -63,6 +103,16 @@ class PhaseMS(WireModel):
     experts: PositiveMS
     combine: PositiveMS
     route: PositiveMS | None = None
+    # Quantized dispatch: the rows packed to the wire format and unpacked, timed apart.
+    quantize: PositiveMS | None = None
+
+
+class BackwardPhaseMS(WireModel):
+    """Training: the backward pass's phases, each timed on its own like ``PhaseMS``."""
+
+    combine: PositiveMS
+    experts: PositiveMS
+    dispatch: PositiveMS
 
 
 class GpuState(WireModel):
@@ -129,6 +179,25 @@ class Case(WireModel):
     phaseMS: PhaseMS | None = None
     dispatchGBps: NonNegativeFloat | None = None
     combineGBps: NonNegativeFloat | None = None
+    # The phases' mean over ranks beside phaseMS's maxima; training's backward phases.
+    phaseMeanMS: PhaseMS | None = None
+    backwardPhaseMS: BackwardPhaseMS | None = None
+    backwardPhaseMeanMS: BackwardPhaseMS | None = None
+    # Per rank: bytes received from itself (local) and from the other ranks (remote).
+    dispatchLocalBytes: list[Bytes] | None = None
+    dispatchRemoteBytes: list[Bytes] | None = None
+    combineLocalBytes: list[Bytes] | None = None
+    combineRemoteBytes: list[Bytes] | None = None
+    # The phases' sum against the layer's time of the same pass (gap = layer - sum).
+    phaseSumMS: NonNegativeFloat | None = None
+    phaseGapMS: float | None = None
+    phaseGapPercent: float | None = None
+    backwardPhaseSumMS: NonNegativeFloat | None = None
+    backwardPhaseGapMS: float | None = None
+    backwardPhaseGapPercent: float | None = None
+    phaseNote: Annotated[str, Field(max_length=2000)] | None = None
+    phaseGraphs: bool | None = None  # every phase replayed its own CUDA graph
+    phaseGraphNote: Annotated[str, Field(max_length=2000)] | None = None
     gpuState: GpuState | None = None
     gpuStateReason: Annotated[str, Field(max_length=1000)] | None = None  # why gpuState is null
     # What ended the case other than an OOM (phase, exception type, message per rank).

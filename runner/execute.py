@@ -201,7 +201,7 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
     if built is not None and steps is not None:
         b = built
         phase_times = phases.run("phases", lambda: time_phases(b.ctx, spec.pipeline, b.experts,
-                                                               b.x, timing, flush))
+                                                               b.x, timing, flush, training))
     error = None
     if built is not None:
         b = built
@@ -240,14 +240,27 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
         nvlink_tx_gbps=tx, nvlink_rx_gbps=rx,
         ooms=phases.ooms, oom_note=phases.stopped, failure=phases.failure,
         emulated=spec.quantized and not NATIVE.all_native,
-        phase_windows=phase_times.windows if phase_times else None,
-        dispatch_bytes=phase_times.dispatch_bytes if phase_times else None,
-        combine_bytes=phase_times.combine_bytes if phase_times else None,
+        **phase_outcome(phase_times),
         gpu_state=gpu_state, gpu_state_reason=gpu_state_reason,
         expert_kernel=expert_kernel, iterations=iterations or None,
         setup_s=first_window[0] - started if first_window else None,
         wall_s=time.perf_counter() - started,
     )
+
+
+def phase_outcome(times: PhaseTimes | None) -> dict[str, Any]:
+    """``RankOutcome``'s phase fields (plain data) from the phase pass, None without one."""
+    if times is None:
+        return {}
+    return {
+        "phase_windows": times.forward, "phase_rank_ms": times.forward_rank_ms,
+        "backward_phase_windows": times.backward, "backward_phase_rank_ms": times.backward_rank_ms,
+        "dispatch_local_bytes": times.dispatch.local * times.dispatch_row_bytes,
+        "dispatch_remote_bytes": times.dispatch.remote * times.dispatch_row_bytes,
+        "combine_local_bytes": times.combine.local * times.combine_row_bytes,
+        "combine_remote_bytes": times.combine.remote * times.combine_row_bytes,
+        "phase_graphs": times.graphs, "phase_graph_note": times.note,
+    }
 
 
 def _numerics(forward: Forward, ctx: BuildContext, experts: Experts, x: torch.Tensor,

@@ -21,10 +21,11 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.multiprocessing.spawn import spawn
 
+from runner.ceilings import A2A_BYTES, all_to_all, measure_gpu, merge
 from runner.execute import run_case
 from runner.matrix import Matrix
 from runner.pipelines import REGISTRY
-from runner.platform import Platform, detect, local_rank
+from runner.platform import Platform, detect, local_rank, node_name
 from runner.report import RankOutcome, block_size_problem
 from runner.reporter import Reporter, RunOptions
 from runner.routing import Plan, RoutingError, build_plan
@@ -114,12 +115,15 @@ def _worker(rank: int, world: int, opts: RunOptions, plat: Platform) -> int:
                      dt.timedelta(seconds=matrix.timing.timeout_s))
     skipped = {c.id: r for c in matrix.cases if (r := skip_reason(c, matrix, world))}
     runnable = [c for c in matrix.cases if c.id not in skipped]
+    rank_nodes = [str(n) for n in gather_json(node_name(), dist.group.WORLD, plat.device)] \
+        if world > 1 else [node_name()]
+    ceilings = measure_ceilings(rank, world, plat, matrix, runnable, groups)
     reporter: Reporter | None = None
     problem = None
     if rank == 0:
         try:
             reporter = Reporter(opts, matrix, plat, world, list(skipped.values()),
-                                len(runnable))
+                                len(runnable), ceilings, rank_nodes)
         except (SpoolError, OSError) as exc:  # no room to keep the report, nowhere to write
             problem = str(exc)
     # Every rank learns whether rank 0 can report; otherwise its peers would only see it
@@ -129,19 +133,45 @@ def _worker(rank: int, world: int, opts: RunOptions, plat: Platform) -> int:
             print(f"error: {problem}; no case ran", file=sys.stderr)
         return 1
     failures = 0
-    for index, spec in enumerate(runnable, 1):
-        outcomes: list[RankOutcome] = []
-        if rank < spec.ep:
-            plan: Plan = build_plan(matrix.shape, spec, matrix.seed)
-            outcome = run_case(spec, matrix.shape, plan, matrix.timing, matrix.seed, plat,
-                               rank, groups[spec.ep])
-            outcomes = _gather(outcome, rank, spec.ep, groups[spec.ep], plat.device)
-        dist.barrier()
-        if reporter is not None:
-            failures += not reporter.add(index, len(runnable), spec, outcomes)
+    spec: CaseSpec | None = None
+    try:
+        for index, spec in enumerate(runnable, 1):
+            outcomes: list[RankOutcome] = []
+            if rank < spec.ep:
+                plan: Plan = build_plan(matrix.shape, spec, matrix.seed)
+                outcome = run_case(spec, matrix.shape, plan, matrix.timing, matrix.seed, plat,
+                                   rank, groups[spec.ep])
+                outcomes = _gather(outcome, rank, spec.ep, groups[spec.ep], plat.device)
+            dist.barrier()
+            if reporter is not None:
+                failures += not reporter.add(index, len(runnable), spec, outcomes)
+    except (RuntimeError, OSError) as exc:  # a collective failed: a peer is gone or hung
+        # (gloo: "connection closed by peer"; NCCL or any backend: the group's timeout_s)
+        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+        if reporter is None:
+            print(f"error: rank {rank} ({node_name()}): {reason}", file=sys.stderr)
+            return 1
+        return reporter.abort(spec, reason)
     if reporter is None:
         return 0
     return reporter.finish(failures)
+
+
+def measure_ceilings(rank: int, world: int, plat: Platform, matrix: Matrix,
+                     cases: list[CaseSpec], groups: dict[int, Any]) -> dict[str, Any] | None:
+    """``meta.measuredCeilings`` (rank 0; None elsewhere): every rank measures its GPU's
+    GEMM ceilings, each EP group in use its all-to-all (``runner.ceilings``)."""
+    mine = measure_gpu(plat, matrix, cases)
+    per_gpu = gather_json(mine, dist.group.WORLD, plat.device) if world > 1 else [mine]
+    sizes = A2A_BYTES["cuda" if plat.cuda else "cpu"]
+    a2a = []
+    for ep in sorted({c.ep for c in cases}):
+        group = groups.get(ep)
+        if group is not None and rank < ep:  # only a group's own ranks may call on it
+            a2a.append(all_to_all(ep, group, matrix.timing, plat.device, sizes))
+    if world > 1:
+        dist.barrier()
+    return merge(per_gpu, a2a) if rank == 0 else None
 
 
 def _rank0_ready(ready: bool, world: int, device: torch.device) -> bool:

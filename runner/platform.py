@@ -24,6 +24,8 @@ class DatasheetPeaks:
     tf: dict[str, float]
     hbm_gbps: float
     nvlink_gbps_per_direction: float | None
+    # A precision the part has no peak for, and why (it runs emulated there).
+    absent: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,20 @@ class KnownGpu:
     requires: frozenset[str] = frozenset()
 
 
+# Hopper's tensor cores take FP8 (e4m3/e5m2) with per-tensor scales, not the MX block
+# formats: its 1979 TFLOP/s FP8 figure is not an mxfp8 peak.
+HOPPER_ABSENT = {
+    "mxfp8": "Hopper has no MX formats (FP8 with per-tensor scales only): mxfp8 runs "
+             "emulated here, so it has no datasheet peak",
+    "nvfp4": "Hopper has no FP4 tensor cores: nvfp4 runs emulated here, so it has no "
+             "datasheet peak",
+}
+AMPERE_ABSENT = {
+    "mxfp8": "Ampere has no FP8 tensor cores: mxfp8 runs emulated here, no datasheet peak",
+    "nvfp4": "Ampere has no FP4 tensor cores: nvfp4 runs emulated here, no datasheet peak",
+}
+
+
 # SXM parts. A device name matches on its whole words, never a substring: "GH200" is not
 # an H200, and a name with a form-factor word (PCIe, NVL) is another part with other peaks
 # (lower clocks and power, other HBM and NVLink), so it gets none rather than the SXM's.
@@ -44,9 +60,10 @@ KNOWN_GPUS: list[KnownGpu] = [
     KnownGpu("B300", DatasheetPeaks({"bf16": 2250, "mxfp8": 4500, "nvfp4": 13500}, 8000, 900)),
     KnownGpu("GB200", DatasheetPeaks({"bf16": 2500, "mxfp8": 5000, "nvfp4": 10000}, 8000, 900)),
     KnownGpu("B200", DatasheetPeaks({"bf16": 2250, "mxfp8": 4500, "nvfp4": 9000}, 8000, 900)),
-    KnownGpu("H200", DatasheetPeaks({"bf16": 989, "mxfp8": 1979}, 4800, 450)),
-    KnownGpu("H100", DatasheetPeaks({"bf16": 989, "mxfp8": 1979}, 3350, 450)),
-    KnownGpu("A100", DatasheetPeaks({"bf16": 312}, 2039, 300), frozenset({"SXM4", "80GB"})),
+    KnownGpu("H200", DatasheetPeaks({"bf16": 989}, 4800, 450, HOPPER_ABSENT)),
+    KnownGpu("H100", DatasheetPeaks({"bf16": 989}, 3350, 450, HOPPER_ABSENT)),
+    KnownGpu("A100", DatasheetPeaks({"bf16": 312}, 2039, 300, AMPERE_ABSENT),
+             frozenset({"SXM4", "80GB"})),
 ]
 OTHER_FORM_FACTORS = frozenset({"PCIE", "NVL"})
 
@@ -110,9 +127,23 @@ def native_scaled_mm_runs(precision: str, device: torch.device) -> bool:
         return False
 
 
-def host_info(plat: Platform, world: int) -> dict[str, Any]:
+NODE_ENV = "MOESCOPE_NODE"
+
+
+def node_name() -> str:
+    """This rank's node: ``MOESCOPE_NODE`` where set (launches sharing one hostname, as in
+    the multi-node test), else the hostname."""
+    return os.environ.get(NODE_ENV) or socket.gethostname()
+
+
+def host_info(plat: Platform, world: int, rank_nodes: list[str] | None = None
+              ) -> dict[str, Any]:
+    """``rank_nodes``: each rank's node name, in rank order (one node when not given)."""
+    nodes = list(dict.fromkeys(rank_nodes or [node_name()]))
     info: dict[str, Any] = {
-        "hostname": socket.gethostname(),
+        "hostname": nodes[0],
+        "nodes": nodes,
+        "rankNodes": rank_nodes or [nodes[0]] * world,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,

@@ -11,18 +11,30 @@ from typing import Any
 from ingest.derived import clock_event_names
 from ingest.schema import wire_dict
 from ingest.validate import validate_case, validate_report
+from runner.ceilings import ceiling_note
 from runner.matrix import Matrix, Timing
 from runner.model import BLOCK_ELEMENTS, logical_payload_rank0, model_case, runner_scratch_bytes
 from runner.spec import CaseSpec, Shape
 
-PHASE_NOTE = ("phaseMS: dispatch, experts and combine of the forward pass, each timed on "
-              "its own in a second pass (eager, one stage, no CUDA graph; the case's wire "
-              "format, expert groups and GEMMs) with the layer's warm-up, L2 flush and "
-              "windows: each window after a barrier, the maximum over ranks per window, "
-              "the median of the windows. Routing is decided on the host before the case, "
-              "so 'route' is not timed. dispatchGBps / combineGBps: the bytes a rank "
-              "received in that collective (its own rows included, as DeepEP counts "
-              "them), mean over ranks, over the phase's time.")
+PHASE_NOTE = (
+    "phaseMS: the layer's phases, each timed on its own in a second pass the way the layer "
+    "is timed: the same warm-up, L2 flush policy, windows and iterations, each window after "
+    "a barrier, the maximum over ranks per window, the median of the windows; on CUDA each "
+    "phase replays its own CUDA graph where every rank captured it (phaseGraphs; else "
+    "eager, phaseGraphNote says why). phaseMeanMS: the mean over ranks of each rank's "
+    "median, beside those maxima. Forward: quantize (quantized dispatch only: gather, pack "
+    "to the wire format, nvfp4's amax all-reduce, the receiver's unpack), dispatch (the "
+    "all-to-all of the wire rows), experts (expert order, GEMMs, back), combine (the "
+    "all-to-all home, the weighted sum). Training adds backwardPhaseMS: combine (its "
+    "transposed all-to-all), experts (gradients of rows and weights), dispatch (its "
+    "transposed all-to-all). The pass runs the case's formats in one stage, so a staged "
+    "or mega layer's overlap is not in it; each case's phaseNote states the gap between "
+    "the phases' sum and the layer's time (phaseGapMS = layer - sum). Routing is decided "
+    "on the host before the case and is not timed. dispatchLocalBytes / RemoteBytes (and "
+    "combine's): per rank, the bytes of the rows it received from itself and from the "
+    "other ranks; dispatchGBps / combineGBps: the busiest rank's remote bytes over the "
+    "phase's time (rows that stay on a rank are a copy, not traffic; null when no row "
+    "crossed).")
 ERROR_BOUND_NOTE = ("numericalAccepted: relative Frobenius error against a float32 "
                     "reference of the same routed layer (training: worst of output and all "
                     "gradients), bounds bf16 2e-2, mxfp8 1.2e-1, nvfp4 3.5e-1")
@@ -51,9 +63,19 @@ class RankOutcome:
     oom_note: str | None = None  # why the case ended early on every rank: an OOM, a failure
     failure: str | None = None  # this rank's failure (phase, exception type, message)
     emulated: bool = False  # a quantized case whose GEMMs did not all run natively
-    phase_windows: dict[str, list[float]] | None = None  # runner.phases, max over ranks
-    dispatch_bytes: int | None = None  # received by this rank in the dispatch
-    combine_bytes: int | None = None
+    # runner.phases: per phase, per window, the maximum over ranks; this rank's medians
+    phase_windows: dict[str, list[float]] | None = None
+    phase_rank_ms: dict[str, float] | None = None
+    backward_phase_windows: dict[str, list[float]] | None = None  # training
+    backward_phase_rank_ms: dict[str, float] | None = None
+    # Bytes this rank received in the dispatch (the combine: got back) from itself and
+    # from the other ranks
+    dispatch_local_bytes: int | None = None
+    dispatch_remote_bytes: int | None = None
+    combine_local_bytes: int | None = None
+    combine_remote_bytes: int | None = None
+    phase_graphs: bool | None = None  # every phase replayed as its own CUDA graph
+    phase_graph_note: str | None = None  # why a phase ran eagerly
     gpu_state: dict[str, Any] | None = None  # runner.gpustate.summary
     gpu_state_reason: str | None = None  # why gpu_state is None
     notes: list[str] = field(default_factory=list)
@@ -79,6 +101,7 @@ class PlatformFacts:
     nvlink_gbps_per_direction: float | None
     peaks_source: str  # "datasheet", "matrix override", "none"
     nvlink_fields: str | None = None  # the NVML fields that gave NVLink counters at start-up
+    peaks_absent: dict[str, str] = field(default_factory=dict)  # precision: why no peak
 
 
 def _median(values: list[float]) -> float:
@@ -139,7 +162,8 @@ def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[RankOutcome],
         "capacityRows": model.capacityRows,
         "emulated": any(o.emulated for o in outcomes),
         "failure": failure,
-        **phase_fields(outcomes),
+        **phase_fields(outcomes, _median(first.forward),
+                       _median(first.backward) if first.backward is not None else None),
         **gpu_state_fields(outcomes),
         # Beyond the wire format's known fields (kept by the service as they are):
         "numericalRelativeError": error,
@@ -224,25 +248,89 @@ def timing_note(timing: Timing, cuda: bool) -> str:
             f"GPU speed.")
 
 
-def phase_fields(outcomes: list[RankOutcome]) -> dict[str, Any]:
-    """``phaseMS`` (median of each phase's windows) and the dispatch and combine bandwidth
-    (bytes a rank received, mean over ranks, over the phase's time); null when the phase
-    pass did not run (or a phase took no measurable time)."""
+# The case fields phase_fields gives (all of them, null where they do not apply).
+PHASE_FIELDS = (
+    "phaseMS", "phaseMeanMS", "backwardPhaseMS", "backwardPhaseMeanMS", "dispatchGBps",
+    "combineGBps", "dispatchLocalBytes", "dispatchRemoteBytes", "combineLocalBytes",
+    "combineRemoteBytes", "phaseSumMS", "phaseGapMS", "phaseGapPercent",
+    "backwardPhaseSumMS", "backwardPhaseGapMS", "backwardPhaseGapPercent", "phaseNote",
+    "phaseGraphs", "phaseGraphNote",
+)
+
+
+def phase_fields(outcomes: list[RankOutcome], forward_ms: float,
+                 backward_ms: float | None) -> dict[str, Any]:
+    """The phase pass's fields: each phase's median of the windows' maxima over ranks
+    (``phaseMS``, as the layer's times) and the mean over ranks of each rank's median
+    (``phaseMeanMS``); training's ``backwardPhaseMS`` alike; the bytes each rank received
+    from itself and from the others; the bandwidth of the busiest rank's rows that crossed
+    (null when none did); the phases' sum against the layer's time. Null fields when the
+    phase pass did not run on every rank (or a phase took no measurable time)."""
     first = outcomes[0]
-    windows = first.phase_windows
-    if windows is None or any(o.dispatch_bytes is None or o.combine_bytes is None
-                              for o in outcomes):
-        return {"phaseMS": None, "dispatchGBps": None, "combineGBps": None}
-    ms = {name: _median(values) for name, values in windows.items()}
+    none: dict[str, Any] = dict.fromkeys(PHASE_FIELDS)
+    if first.phase_windows is None or any(
+            o.phase_rank_ms is None or o.dispatch_remote_bytes is None for o in outcomes):
+        return none
+    ms = {name: _median(values) for name, values in first.phase_windows.items()}
     if min(ms.values()) <= 0:
-        return {"phaseMS": None, "dispatchGBps": None, "combineGBps": None}
+        return none
+    fields: dict[str, Any] = {
+        **none,  # every field present, null where it does not apply (inference: backward)
+        "phaseMS": ms,
+        "phaseMeanMS": _rank_means([o.phase_rank_ms for o in outcomes]),
+    }
+    back = None
+    if first.backward_phase_windows is not None:
+        back = {name: _median(v) for name, v in first.backward_phase_windows.items()}
+        if min(back.values()) > 0:
+            fields["backwardPhaseMS"] = back
+            fields["backwardPhaseMeanMS"] = _rank_means(
+                [o.backward_phase_rank_ms for o in outcomes])
+        else:
+            back = None
+    for phase in ("dispatch", "combine"):
+        local = [int(getattr(o, f"{phase}_local_bytes") or 0) for o in outcomes]
+        remote = [int(getattr(o, f"{phase}_remote_bytes") or 0) for o in outcomes]
+        fields[f"{phase}LocalBytes"] = local
+        fields[f"{phase}RemoteBytes"] = remote
+        busiest = max(remote)
+        fields[f"{phase}GBps"] = busiest / (ms[phase] * 1e-3) / 1e9 if busiest else None
+    fields.update(phase_gap(ms, forward_ms, back, backward_ms))
+    fields["phaseGraphs"] = first.phase_graphs
+    notes = [o.phase_graph_note for o in outcomes if o.phase_graph_note]
+    fields["phaseGraphNote"] = notes[0] if notes else None
+    return fields
 
-    def gbps(received: list[int | None], phase_ms: float) -> float:
-        return statistics.fmean(b or 0 for b in received) / (phase_ms * 1e-3) / 1e9
 
-    return {"phaseMS": ms,
-            "dispatchGBps": gbps([o.dispatch_bytes for o in outcomes], ms["dispatch"]),
-            "combineGBps": gbps([o.combine_bytes for o in outcomes], ms["combine"])}
+def _rank_means(per_rank: list[dict[str, float] | None]) -> dict[str, float]:
+    known = [p for p in per_rank if p is not None]
+    return {name: statistics.fmean(p[name] for p in known) for name in known[0]}
+
+
+def phase_gap(forward: dict[str, float], forward_ms: float, backward: dict[str, float] | None,
+              backward_ms: float | None) -> dict[str, Any]:
+    """The phases' sum against the layer's own time of the same pass: ``phaseGapMS`` is
+    the layer's time minus the sum (positive: work between the phases that none of them
+    times, launch gaps; negative: the layer overlaps its phases, as the staged pipeline
+    does, or a phase alone pays more than inside the layer), in ms and % of the layer's
+    time, said in words in the case's ``phaseNote``."""
+    total = sum(forward.values())
+    gap = forward_ms - total
+    fields: dict[str, Any] = {"phaseSumMS": total, "phaseGapMS": gap,
+                              "phaseGapPercent": gap / forward_ms * 100}
+    words = [f"forward phases ({' + '.join(forward)}) sum to {total:.4g} ms against the "
+             f"layer's forward {forward_ms:.4g} ms: a gap of {gap:+.4g} ms "
+             f"({gap / forward_ms * 100:+.1f} % of the layer)"]
+    if backward is not None and backward_ms:
+        back_total = sum(backward.values())
+        back_gap = backward_ms - back_total
+        fields.update(backwardPhaseSumMS=back_total, backwardPhaseGapMS=back_gap,
+                      backwardPhaseGapPercent=back_gap / backward_ms * 100)
+        words.append(f"backward phases sum to {back_total:.4g} ms against the layer's "
+                     f"backward {backward_ms:.4g} ms: a gap of {back_gap:+.4g} ms "
+                     f"({back_gap / backward_ms * 100:+.1f} %)")
+    fields["phaseNote"] = "; ".join(words)
+    return fields
 
 
 def gpu_state_fields(outcomes: list[RankOutcome]) -> dict[str, Any]:
@@ -296,6 +384,8 @@ def _notes(facts: PlatformFacts, matrix_timing: Timing, pipeline_notes: list[str
         "matrix override": "Peak values come from the matrix file's [peaks] table.",
         "none": "No theoretical peaks are known for this device: % of peak is not given.",
     }[facts.peaks_source]
+    peak += "".join(f" {p}: {why}." for p, why in facts.peaks_absent.items()
+                    if p not in facts.peaks_tf)
     notes = {
         "peakNote": peak,
         "timingNote": timing,
@@ -371,7 +461,8 @@ def _notes(facts: PlatformFacts, matrix_timing: Timing, pipeline_notes: list[str
 
 
 def build_meta(matrix: Matrix, facts: PlatformFacts, run_id: str, pipeline_notes: list[str],
-               skipped: list[str], graph_notes: list[str]) -> dict[str, Any]:
+               skipped: list[str], graph_notes: list[str],
+               ceilings: dict[str, Any] | None = None) -> dict[str, Any]:
     shape = matrix.shape
     meta: dict[str, Any] = {
         "date": dt.datetime.now(dt.UTC).date().isoformat(),
@@ -393,6 +484,8 @@ def build_meta(matrix: Matrix, facts: PlatformFacts, run_id: str, pipeline_notes
         "seed": matrix.seed,
         "capacityFactor": matrix.capacity_factor,
         "ep1Group": matrix.ep1_group,
+        "measuredCeilings": ceilings,
+        "measuredCeilingNote": ceiling_note(facts.cuda, ceilings),
     }
     return meta
 

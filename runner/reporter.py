@@ -41,7 +41,8 @@ class RunOptions:
     deadline_s: float = 60.0
 
 
-def platform_facts(plat: Platform, matrix: Matrix, world: int) -> PlatformFacts:
+def platform_facts(plat: Platform, matrix: Matrix, world: int,
+                   rank_nodes: list[str] | None = None) -> PlatformFacts:
     sheet = datasheet_peaks(plat.gpu_name) if plat.cuda else None
     overrides = matrix.peaks
     tf = dict(sheet.tf) if sheet else {}
@@ -50,12 +51,13 @@ def platform_facts(plat: Platform, matrix: Matrix, world: int) -> PlatformFacts:
               "datasheet" if sheet else "none")
     return PlatformFacts(
         gpu_name=plat.gpu_name, cuda=plat.cuda,
-        host=host_info(plat, world), peaks_tf=tf,
+        host=host_info(plat, world, rank_nodes), peaks_tf=tf,
         hbm_gbps=overrides.hbm_gbps or (sheet.hbm_gbps if sheet else None),
         nvlink_gbps_per_direction=(overrides.nvlink_gbps_per_direction
                                    or (sheet.nvlink_gbps_per_direction if sheet else None)),
         peaks_source=source,
         nvlink_fields=_nvlink_fields(plat),
+        peaks_absent=dict(sheet.absent) if sheet else {},
     )
 
 
@@ -68,15 +70,18 @@ class Reporter:
     """Rank 0's side: the report, its delivery, ``--out`` and the progress lines."""
 
     def __init__(self, opts: RunOptions, matrix: Matrix, plat: Platform, world: int,
-                 skipped: list[str], runnable: int) -> None:
+                 skipped: list[str], runnable: int,
+                 ceilings: dict[str, Any] | None = None,
+                 rank_nodes: list[str] | None = None) -> None:
         self.opts, self.matrix, self.started = opts, matrix, time.monotonic()
-        self.facts = platform_facts(plat, matrix, world)
+        self.facts = platform_facts(plat, matrix, world, rank_nodes)
         self.run_id = f"{socket.gethostname()}-{time.strftime('%Y%m%dT%H%M%S')}-" \
                       f"{uuid.uuid4().hex[:8]}"
         pipeline_notes = [REGISTRY[p].note for p in dict.fromkeys(c.pipeline
                                                                   for c in matrix.cases)]
         graph = [] if plat.cuda else ["no CUDA graphs on the CPU: graphAccepted is null"]
-        self.meta = build_meta(matrix, self.facts, self.run_id, pipeline_notes, skipped, graph)
+        self.meta = build_meta(matrix, self.facts, self.run_id, pipeline_notes, skipped, graph,
+                               ceilings)
         self.cases: list[dict[str, Any]] = []
         self.runtime_skips: list[str] = []
         self.unposted_skips: list[str] = []
@@ -145,6 +150,19 @@ class Reporter:
                 self.runtime_skips)
         data = json.dumps({"meta": meta, "cases": self.cases}, indent=1).encode()
         write_atomic(self.opts.out, data)
+
+    def abort(self, spec: CaseSpec | None, reason: str) -> int:
+        """The run cannot go on (a peer rank or node is gone): the case in flight is
+        recorded as lost and the run's failure kept in ``--out`` (``runFailureNote``);
+        the cases finished before are delivered as on a normal finish. Exit code 1."""
+        where = f"while running {spec.id}" if spec else "before the first case"
+        self.meta["runFailureNote"] = (f"The run stopped {where}: {reason}. The cases "
+                                       f"before it are complete; the rest did not run.")
+        if spec is not None:
+            self.skip_at_runtime(spec, f"lost: {reason}")
+        print(f"error: {self.meta['runFailureNote']}", file=sys.stderr)
+        self.finish(1)
+        return 1
 
     def finish(self, failures: int) -> int:
         self.progress.close()

@@ -17,7 +17,7 @@ import statistics
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -34,6 +34,9 @@ class Windows:
     per_window_ms: list[float]  # already the maximum over ranks
     # every timed iteration, window after window, each the maximum over ranks
     per_iteration_ms: list[float]
+    # This rank's own window means, before the reduction: the per-phase means over ranks
+    # need them.
+    rank_ms: list[float] = field(default_factory=list)
 
     @property
     def median_ms(self) -> float:
@@ -83,7 +86,7 @@ def time_windows(run: Callable[[], object], timing: Timing, *, device: torch.dev
         times = times.to(device)
         dist.all_reduce(times, op=dist.ReduceOp.MAX, group=group)
     values = [float(t) for t in times.cpu()]
-    return Windows(values[:len(means)], values[len(means):])
+    return Windows(values[:len(means)], values[len(means):], means)
 
 
 def warm_up(run: Callable[[], object], setup: Callable[[], None] | None, timing: Timing,

@@ -328,8 +328,9 @@ def test_caveats_without_measurements(reference: Body) -> None:
     })
     d = derive(meta, case)
     assert d.as_dict() == {
-        "percentOfPeak": None, "hbmPercentOfPeak": None, "nvlinkTXPercentOfPeak": None,
-        "nvlinkRXPercentOfPeak": None, "windowSpreadPercent": 0.0, "observedImbalance": None,
+        "percentOfPeak": None, "percentOfMeasuredCeiling": None, "hbmPercentOfPeak": None,
+        "nvlinkTXPercentOfPeak": None, "nvlinkRXPercentOfPeak": None,
+        "windowSpreadPercent": 0.0, "observedImbalance": None,
         "computeUtilPercent": None, "hbmUtilPercent": None, "nvlinkUtilPercent": None,
         "limiter": None, "communicationSharePercent": None,
     }

@@ -456,7 +456,14 @@ def test_phase_chart_stacks_each_cases_phases(cases: list[dict[str, Any]],
     assert bars == {"dispatch": [0.25, None, 0.125], "experts": [1.5, None, 0.75],
                     "combine": [0.5, None, 0.0625]}  # case 1 has none: no bar, not 0
     dispatch = next(t for t in spec["data"] if t["name"] == "dispatch")
-    assert dispatch["customdata"][0][2] == "410.0 GB/s per rank"
+    # A quantized dispatch's quantize phase stacks first, only when a case has one.
+    view[1].update(phaseMS={"quantize": 0.5, "dispatch": 0.25, "experts": 1.0,
+                            "combine": 0.25})
+    quantized = figures.phases_spec(view, reference["meta"])
+    assert [t["name"] for t in quantized["data"]] == ["quantize", "dispatch", "experts",
+                                                      "combine"]
+    assert quantized["data"][0]["y"] == [None, 0.5, None]
+    assert dispatch["customdata"][0][2] == "410.0 GB/s (busiest rank's remote bytes)"
     assert dispatch["customdata"][1][2] == ""
 
 
@@ -485,3 +492,15 @@ def test_roofline_points_roofs_and_ridges(
     # The HBM roof: attained = intensity x 8000 GB/s / 1000, up to the highest ridge.
     assert hbm.y[1] == pytest.approx(hbm.x[1] * 8000 / 1000) and hbm.x[1] == pytest.approx(1875)
     assert fig.layout.xaxis.type == "log" and "HBM byte" in fig.layout.xaxis.title.text
+
+
+def test_case_phase_chart_shows_quantize_and_the_backward_phases() -> None:
+    from app.figures.case_charts import case_phases_spec
+
+    case = {"id": "t", "precision": "bf16", "forwardMS": 3.0, "backwardMS": 5.0,
+            "phaseMS": {"dispatch": 0.5, "experts": 1.5, "combine": 0.25, "quantize": 0.125},
+            "backwardPhaseMS": {"combine": 0.75, "experts": 3.0, "dispatch": 0.5}}
+    (bar,) = case_phases_spec(case)["data"]
+    assert list(bar["x"]) == ["quantize", "dispatch", "experts", "combine", "layer (forward)",
+                              "bwd combine", "bwd experts", "bwd dispatch", "layer (bwd)"]
+    assert list(bar["y"]) == [0.125, 0.5, 1.5, 0.25, 3.0, 0.75, 3.0, 0.5, 5.0]

@@ -21,9 +21,11 @@ import pytest
 from live import REPO
 from runner_helpers import run_posted
 
+from ingest.derived import derive
 from ingest.schema import Case
 from ingest.validate import validate_report
 from runner.execute import ERROR_BOUNDS
+from runner.routing import build_plan
 from runner.spec import CaseSpec, Shape
 
 pytestmark = pytest.mark.live
@@ -177,9 +179,10 @@ def test_every_wire_field_present_or_null_with_reason(run: Run) -> None:
         training = case["mode"] == "training"
         allowed = {"nvlinkTXGBps", "nvlinkRXGBps", "nvlinkMaxTXGBps", "nvlinkMaxRXGBps",
                    "allocatedPeakGiB", "reservedPeakGiB", "graphAccepted", "gpuState",
-                   "failure"}
+                   "failure", "phaseGraphs", "phaseGraphNote"}  # no CUDA graphs on the CPU
         if not training:
-            allowed.add("backwardMS")
+            allowed |= {"backwardMS", "backwardPhaseMS", "backwardPhaseMeanMS",
+                        "backwardPhaseSumMS", "backwardPhaseGapMS", "backwardPhaseGapPercent"}
         assert nulls <= allowed, (case["id"], nulls - allowed)
         assert set(case["windows"]) == ({"combined", "forward", "backward"} if training
                                         else {"combined", "forward"})
@@ -193,19 +196,54 @@ def test_every_wire_field_present_or_null_with_reason(run: Run) -> None:
 
 def test_every_case_has_positive_phase_times_and_bandwidths(run: Run) -> None:
     for case in run.report["cases"]:
+        quantized = case["pipeline"] != "standard" and case["precision"] != "bf16"
         phases = case["phaseMS"]
-        assert set(phases) == {"dispatch", "experts", "combine"}, case["id"]
+        assert set(phases) == {*(["quantize"] if quantized else []), "dispatch", "experts",
+                               "combine"}, case["id"]
         assert all(ms > 0 for ms in phases.values()), (case["id"], phases)
-        # Bytes a rank received, by hand: the dispatch's wire rows (bf16 2 bytes an
-        # element; mxfp8 1 + an e8m0 scale per 32; nvfp4 half + an e4m3 scale per 16 + the
-        # fp32 tensor scale), the combine's bf16 rows (every rank gets its T*K back).
+        assert set(case["phaseMeanMS"]) == set(phases)
+        assert all(ms > 0 for ms in case["phaseMeanMS"].values())
+        # The rows each rank received, split by hand from the routing: a rank's own rows
+        # (sends[r][r]) stay; the rest crossed. Dispatch rows are the wire rows (bf16 2
+        # bytes an element; mxfp8 1 + an e8m0 scale per 32; nvfp4 half + an e4m3 scale
+        # per 16 + the fp32 tensor scale), the combine's bf16 rows (every rank gets its
+        # T*K back).
         d = SHAPE.D
         wire = {"bf16": 2 * d, "mxfp8": d + d // 32, "nvfp4": d // 2 + d // 16 + 4}
-        row = wire[case["precision"]] if case["pipeline"] != "standard" else 2 * d
-        dispatch = sum(case["receiveRows"]) / case["ep"] * row
-        combine = SHAPE.T * SHAPE.K * 2 * d
-        assert case["dispatchGBps"] == pytest.approx(dispatch / phases["dispatch"] / 1e6)
-        assert case["combineGBps"] == pytest.approx(combine / phases["combine"] / 1e6)
+        row = wire[case["precision"]] if quantized or case["pipeline"] != "standard" else 2 * d
+        spec = CaseSpec(case["mode"], case["ep"], case["precision"], case["pipeline"],
+                        case["category"], case["F"], case["imbalance"])
+        sends = build_plan(SHAPE, spec, 3).sends
+        own = [sends[r][r] for r in range(case["ep"])]
+        received = case["receiveRows"]
+        assert case["dispatchLocalBytes"] == [n * row for n in own]
+        assert case["dispatchRemoteBytes"] == [(received[r] - own[r]) * row
+                                               for r in range(case["ep"])]
+        back = SHAPE.T * SHAPE.K
+        assert case["combineLocalBytes"] == [n * 2 * d for n in own]
+        assert case["combineRemoteBytes"] == [(back - n) * 2 * d for n in own]
+        # GB/s from the busiest rank's remote bytes over the phase's time.
+        busiest = max((received[r] - own[r]) * row for r in range(case["ep"]))
+        assert case["dispatchGBps"] == pytest.approx(busiest / phases["dispatch"] / 1e6)
+        busiest_back = max((back - n) * 2 * d for n in own)
+        assert case["combineGBps"] == pytest.approx(busiest_back / phases["combine"] / 1e6)
+        # The phases' sum against the layer's forward, and the backward's in training.
+        total = sum(phases.values())
+        assert case["phaseSumMS"] == pytest.approx(total)
+        assert case["phaseGapMS"] == pytest.approx(case["forwardMS"] - total)
+        assert case["phaseGapPercent"] == pytest.approx(
+            (case["forwardMS"] - total) / case["forwardMS"] * 100)
+        assert f"{case['phaseGapMS']:+.4g} ms" in case["phaseNote"]
+        if case["mode"] == "training":
+            back_phases = case["backwardPhaseMS"]
+            assert set(back_phases) == {"combine", "experts", "dispatch"}
+            assert all(ms > 0 for ms in back_phases.values())
+            back_total = sum(back_phases.values())
+            assert case["backwardPhaseGapMS"] == pytest.approx(case["backwardMS"] - back_total)
+            assert f"{case['backwardPhaseGapMS']:+.4g} ms" in case["phaseNote"]
+        else:
+            assert case["backwardPhaseMS"] is None
+        assert case["phaseGraphs"] is None  # no CUDA graphs on the CPU
         # No NVML on the CPU: null, with the reason.
         assert case["gpuState"] is None and "no GPU" in case["gpuStateReason"], case["id"]
     meta = run.report["meta"]
@@ -312,3 +350,32 @@ def test_every_case_names_its_expert_kernel_tails_and_set_up(run: Run) -> None:
             got = case["iterationMS"][kind]
             assert [got["p50"], got["p90"], got["p99"]] == pytest.approx(list(want)), kind
         assert 0 < case["setupS"] < case["wallS"], case["id"]
+
+
+def test_ceilings_were_measured_before_the_cases(run: Run) -> None:
+    meta = run.report["meta"]
+    ceilings = meta["measuredCeilings"]
+    assert ceilings["denseTF"]["bf16"] > 0 and len(ceilings["denseTFPerGPU"]["bf16"]) == 2
+    assert ceilings["denseTF"]["bf16"] == min(ceilings["denseTFPerGPU"]["bf16"])
+    assert set(ceilings["unmeasured"]) == {"mxfp8", "nvfp4"}  # emulated on the CPU
+    # Every case's grouped shape, by hand: its local experts, the busiest rank's rows per
+    # expert rounded up, and % of that ceiling derived at ingest.
+    report = validate_report(run.report)
+    for raw, case in zip(run.report["cases"], report.cases, strict=True):
+        experts = SHAPE.E // raw["ep"]
+        rows = math.ceil(max(raw["receiveRows"]) / experts)
+        (entry,) = [g for g in ceilings["grouped"]
+                    if (g["precision"], g["experts"], g["rowsPerExpert"], g["F"])
+                    == (raw["precision"], experts, rows, raw["F"])]
+        assert entry["emulated"] is (raw["precision"] != "bf16")
+        assert entry["tf"] == min(entry["tfPerGPU"])
+        assert derive(report.meta, case).percentOfMeasuredCeiling == pytest.approx(
+            raw["usefulTFPerGPU"] / entry["tf"] * 100)
+    # nccl-tests' arithmetic: algbw = each rank's buffer / time, busbw = algbw (n-1)/n.
+    (a2a,) = ceilings["allToAll"]
+    assert a2a["ep"] == 2 and [s["bytes"] for s in a2a["sizes"]] == [2**16, 2**20]
+    for size in a2a["sizes"]:
+        assert size["algbwGBps"] == pytest.approx(size["bytes"] / size["ms"] / 1e6)
+        assert size["busbwGBps"] == pytest.approx(size["algbwGBps"] / 2)
+    assert a2a["busbwGBps"] == max(s["busbwGBps"] for s in a2a["sizes"])
+    assert "mean nothing for GPUs" in meta["measuredCeilingNote"]

@@ -63,12 +63,18 @@ def case_saved_bytes_spec(case: CaseDict) -> Spec:
 
 def case_phases_spec(case: CaseDict) -> Spec:
     """The case's per-phase times beside its layer time (the phases were timed alone, so
-    they need not add up to it)."""
+    they need not add up to it: the case's phaseNote states the gap); training's backward
+    phases beside the layer's backward."""
     phases = case.get("phaseMS") or {}
-    labels = [p for p in ("route", "dispatch", "experts", "combine") if p in phases]
-    bar = _case_bar(case, [*labels, "layer (forward)"],
-                    [*(phases[p] for p in labels), case.get("forwardMS")], "time",
-                    "%{x}: %{y:.4f} ms<extra></extra>")
+    labels = [p for p in ("route", "quantize", "dispatch", "experts", "combine") if p in phases]
+    x: list[str] = [*labels, "layer (forward)"]
+    y: list[Any] = [*(phases[p] for p in labels), case.get("forwardMS")]
+    backward = case.get("backwardPhaseMS") or {}
+    if backward:
+        names = [p for p in ("combine", "experts", "dispatch") if p in backward]
+        x += [*(f"bwd {p}" for p in names), "layer (bwd)"]
+        y += [*(backward[p] for p in names), case.get("backwardMS")]
+    bar = _case_bar(case, x, y, "time", "%{x}: %{y:.4f} ms<extra></extra>")
     title = "Phases, each timed alone" + ("" if phases else " (none: no phaseMS)")
     return figure([bar], chart_layout(title, "time (ms)", height=360,
                                       xaxis={"title": titled("phase")}))

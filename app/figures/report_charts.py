@@ -155,6 +155,8 @@ def arithmetic_intensity_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
 
 
 PHASES = (("dispatch", "#4c78a8"), ("experts", "#f58518"), ("combine", "#54a24b"))
+# Timed apart where the dispatch is quantized: stacked first, only when a case has it.
+QUANTIZE = ("quantize", "#b279a2")
 
 
 def phases_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
@@ -163,7 +165,8 @@ def phases_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     place = placement(cases)
     x = [place.x[str(c["id"])] for c in cases]
     data: list[Trace] = []
-    for phase, colour in PHASES:
+    quantized = any("quantize" in (c.get("phaseMS") or {}) for c in cases)
+    for phase, colour in ((QUANTIZE,) if quantized else ()) + PHASES:
         values = [(c.get("phaseMS") or {}).get(phase) for c in cases]
         data.append({
             "type": "bar", "x": x, "y": values, "width": place.width * 0.92, "name": phase,
@@ -184,4 +187,5 @@ def _configuration(case: CaseDict) -> str:
 
 def _phase_rate(case: CaseDict, phase: str) -> str:
     rate = case.get(f"{phase}GBps")
-    return f"{rate:,.1f} GB/s per rank" if isinstance(rate, int | float) else ""
+    return (f"{rate:,.1f} GB/s (busiest rank's remote bytes)" if isinstance(rate, int | float)
+            else "")

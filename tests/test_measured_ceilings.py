@@ -1,0 +1,127 @@
+"""Measured ceilings: ``runner.ceilings.merge`` (the slowest GPU's figure), the shapes a
+matrix needs, ``ingest.derived``'s % of measured ceiling (stored, served by the API), and
+the datasheet's Hopper peaks (no MX formats), each against arithmetic written here."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from api_helpers import REPORTS
+from fastapi.testclient import TestClient
+
+from ingest.derived import derive
+from ingest.schema import Case, Meta
+from runner.ceilings import GroupedShape, grouped_shapes, merge
+from runner.matrix import parse_matrix
+from runner.platform import datasheet_peaks
+from runner.routing import build_plan
+
+Auth = Callable[[str], dict[str, str]]
+Body = dict[str, Any]
+
+
+def _gpu(bf16: float, grouped: float) -> dict[str, Any]:
+    return {"dense": {"bf16": bf16}, "denseN": 256, "unmeasured": {"mxfp8": "emulated"},
+            "grouped": [{"precision": "bf16", "experts": 2, "rowsPerExpert": 24, "D": 64,
+                         "F": 64, "tf": grouped, "kernel": "torch.matmul per expert",
+                         "emulated": False}]}
+
+
+def test_merge_takes_the_slowest_gpu_and_keeps_each() -> None:
+    a2a = [{"ep": 2, "sizes": [{"bytes": 1024, "ms": 0.5, "algbwGBps": 0.002048,
+                                "busbwGBps": 0.001024}], "busbwGBps": 0.001024}]
+    merged = merge([_gpu(10.0, 4.0), _gpu(8.0, 5.0)], a2a)
+    assert merged["denseTF"] == {"bf16": 8.0}
+    assert merged["denseTFPerGPU"] == {"bf16": [10.0, 8.0]}
+    assert merged["grouped"][0]["tf"] == 4.0 and merged["grouped"][0]["tfPerGPU"] == [4.0, 5.0]
+    assert merged["allToAll"] == a2a and merged["unmeasured"] == {"mxfp8": "emulated"}
+
+
+def test_a_gpu_that_could_not_measure_a_shape_is_left_out_of_its_ceiling() -> None:
+    failed = {**_gpu(9.0, 0.0), "grouped": [],
+              "unmeasured": {"mxfp8": "emulated", "grouped bf16 E2 rows 24 F64": "OOM"}}
+    merged = merge([_gpu(10.0, 4.0), failed], [])
+    assert merged["grouped"][0]["tf"] == 4.0 and merged["grouped"][0]["tfPerGPU"] == [4.0]
+    assert merged["denseTFPerGPU"] == {"bf16": [10.0, 9.0]}
+    assert merged["unmeasured"] == {"mxfp8": "emulated",
+                                    "grouped bf16 E2 rows 24 F64": "rank 1: OOM"}
+
+
+def test_grouped_shapes_use_the_busiest_ranks_rows_per_expert() -> None:
+    matrix = parse_matrix({
+        "seed": 1, "shape": {"T": 32, "D": 64, "E": 4, "K": 2},
+        "case": [{"mode": "inference", "ep": 2, "precision": p, "pipeline": pipe,
+                  "F": 64, "imbalance": i, "category": "c"}
+                 for p, i, pipe in (("bf16", 1.0, "standard"), ("bf16", 1.5, "standard"),
+                                    ("mxfp8", 1.0, "standard"), ("bf16", 1.0, "staged"))]})
+    shapes = grouped_shapes(matrix, list(matrix.cases))
+    want = []
+    for spec in matrix.cases:
+        busiest = max(build_plan(matrix.shape, spec, 1).receive)
+        rows = (busiest + 1) // 2  # 2 local experts, rounded up
+        shape = GroupedShape(spec.precision, 2, rows, 64, 64)
+        if shape not in want:
+            want.append(shape)
+    assert shapes == want and len(shapes) == 3  # the repeated bf16 case measured once
+    assert shapes[0].flops == 6 * 2 * shapes[0].rows * 64 * 64
+
+
+def _with_ceiling(reference: Body, tf: float) -> tuple[Body, Body]:
+    body = copy.deepcopy(reference)
+    meta, case = body["meta"], body["cases"][0]
+    experts = meta["shape"]["E"] // case["ep"]
+    rows = -(-max(case["receiveRows"]) // experts)
+    meta["measuredCeilings"] = {
+        "denseTF": {"bf16": 2 * tf}, "grouped": [
+            {"precision": case["precision"], "experts": experts, "rowsPerExpert": rows,
+             "D": meta["shape"]["D"], "F": case["F"], "tf": tf, "kernel": "k"},
+            # another shape: not this case's
+            {"precision": case["precision"], "experts": experts, "rowsPerExpert": rows + 1,
+             "D": meta["shape"]["D"], "F": case["F"], "tf": tf / 2, "kernel": "k"}]}
+    return body, case
+
+
+def test_percent_of_measured_ceiling_is_derived_from_the_case_shape(reference: Body) -> None:
+    body, case = _with_ceiling(reference, 1234.5)
+    meta = Meta.model_validate(body["meta"])
+    got = derive(meta, Case.model_validate(case)).percentOfMeasuredCeiling
+    assert got == pytest.approx(case["usefulTFPerGPU"] / 1234.5 * 100, rel=1e-12)
+    # Another F: no ceiling measured at its shape.
+    other = Case.model_validate({**case, "F": case["F"] * 2})
+    assert derive(meta, other).percentOfMeasuredCeiling is None
+    # A report without ceilings: none.
+    assert derive(Meta.model_validate(reference["meta"]),
+                  Case.model_validate(case)).percentOfMeasuredCeiling is None
+
+
+def test_percent_of_measured_ceiling_is_stored_and_served(
+        client: TestClient, auth: Auth, reference: Body) -> None:
+    body, case = _with_ceiling(reference, 1234.5)
+    posted = client.post(REPORTS, json=body, headers=auth("ingest"))
+    assert posted.status_code == 201, posted.text
+    items = client.get(f"{REPORTS}/{posted.json()['id']}/cases").json()["items"]
+    assert items[0]["percentOfMeasuredCeiling"] == pytest.approx(
+        case["usefulTFPerGPU"] / 1234.5 * 100, rel=1e-12)
+    # Sortable: the one case with a ceiling comes first, the unmeasured after it.
+    ordered = client.get(f"{REPORTS}/{posted.json()['id']}/cases",
+                         params={"sort": "percentOfMeasuredCeiling", "order": "desc"})
+    assert ordered.status_code == 200, ordered.text
+    assert ordered.json()["items"][0]["id"] == case["id"]
+
+
+def test_a_ceiling_must_be_positive(reference: Body) -> None:
+    body, _ = _with_ceiling(reference, 0.0)
+    with pytest.raises(ValueError, match="tf"):
+        Meta.model_validate(body["meta"])
+
+
+@pytest.mark.parametrize("name", ["NVIDIA H100 80GB HBM3", "NVIDIA H200"])
+def test_hopper_has_no_mx_peaks_and_says_why(name: str) -> None:
+    peaks = datasheet_peaks(name)
+    assert peaks is not None and set(peaks.tf) == {"bf16"}
+    assert "no MX formats" in peaks.absent["mxfp8"] and "emulated" in peaks.absent["nvfp4"]
+    blackwell = datasheet_peaks("NVIDIA B200")
+    assert blackwell is not None and {"mxfp8", "nvfp4"} <= set(blackwell.tf)

@@ -1,0 +1,166 @@
+"""Multi-node: two launches of ``torchrun --nnodes 2 --nproc-per-node 2`` on this machine
+(c10d rendezvous on 127.0.0.1 at a free port, gloo), told apart by ``MOESCOPE_NODE``, run
+EP = 4 across the two "nodes" and post one report to a live server whose ``meta.host``
+names both; killing one node's processes mid-run ends the other within the matrix's
+``timeout_s``, with the failure in ``--out`` and the finished cases delivered."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import live_server
+from live import REPO, free_port
+from live import ServerProcess as LiveServer
+
+pytestmark = pytest.mark.live
+
+TIMEOUT_S = 20  # the matrix's [timing] timeout_s: the process group's
+NODES = ("node-a", "node-b")
+
+
+def _matrix(tmp: Path, cases: int) -> Path:
+    lines = ["seed = 5", "[shape]", "T = 32", "D = 64", "E = 8", "K = 2", "[timing]",
+             "windows = 3", "iterations = 2", "warmup = 1", "warmup_ms = 50",
+             f"timeout_s = {TIMEOUT_S}"]
+    for i in range(cases):
+        lines += ["[[case]]", 'mode = "inference"', "ep = 4", 'precision = "bf16"',
+                  'pipeline = "standard"', f"F = {64 * (i + 1)}", "imbalance = 1",
+                  'category = "multinode"']
+    path = tmp / "matrix.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _launch(node: str, is_host: bool, port: int, matrix: Path, live: LiveServer,
+            tmp: Path) -> subprocess.Popen[str]:
+    """One node: torchrun with 2 ranks, its own session (so the test can kill the node,
+    agent and ranks, as a lost machine), its own --out and spool."""
+    with (tmp / f"{node}.log").open("w") as log:  # the child keeps its own descriptor
+        return _popen(node, is_host, port, matrix, live, tmp, log)
+
+
+def _popen(node: str, is_host: bool, port: int, matrix: Path, live: LiveServer, tmp: Path,
+           log: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
+         "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+         "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "moescope-multinode",
+         "--rdzv-conf", f"is_host={int(is_host)}", "--max-restarts", "0",
+         "-m", "app.cli", "run", "--matrix", str(matrix), "--url", live.url,
+         "--token", live.token("ingest"), "--out", str(tmp / f"{node}.json"),
+         "--spool", str(tmp / f"spool-{node}")],
+        cwd=REPO, env={**os.environ, "MOESCOPE_NODE": node, "OMP_NUM_THREADS": "1"},
+        stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (torchrun starts each rank in a session of its own, so
+    killing the launch's process group would leave its ranks running)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _kill_node(launch: subprocess.Popen[str]) -> None:
+    """The node lost at once: its torchrun agent and every rank, SIGKILL."""
+    for pid in [launch.pid, *_descendants(launch.pid)]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    launch.wait(timeout=30)
+
+
+def _served(live: LiveServer, run_id: str) -> dict[str, Any]:
+    page = httpx.get(f"{live.url}/api/v1/reports", params={"q": run_id}, timeout=10).json()
+    report_id = page["items"][0]["id"]
+    served: dict[str, Any] = httpx.get(
+        f"{live.url}/api/v1/reports/{report_id}/report.json", timeout=10).json()
+    return served
+
+
+def _logs(tmp: Path) -> str:
+    return "\n".join(f"--- {n}\n{(tmp / f'{n}.log').read_text()[-3000:]}" for n in NODES)
+
+
+def test_two_nodes_post_one_report_naming_both(tmp_path: Path) -> None:
+    matrix = _matrix(tmp_path, 2)
+    with live_server(f"sqlite:///{tmp_path / 'moescope.db'}", tmp_path) as live:
+        port = free_port()
+        launches = [_launch(n, n == NODES[0], port, matrix, live, tmp_path) for n in NODES]
+        try:
+            codes = [p.wait(timeout=400) for p in launches]
+        finally:
+            for p in launches:
+                _kill_node(p)
+        assert codes == [0, 0], _logs(tmp_path)
+        outs = [tmp_path / f"{n}.json" for n in NODES if (tmp_path / f"{n}.json").exists()]
+        assert len(outs) == 1  # rank 0 alone writes the report
+        report = json.loads(outs[0].read_text())
+        served = _served(live, report["meta"]["runId"])
+    host = report["meta"]["host"]
+    assert sorted(host["nodes"]) == list(NODES)
+    assert sorted(host["rankNodes"]) == ["node-a", "node-a", "node-b", "node-b"]
+    assert host["worldSize"] == 4 and host["backend"] == "gloo"
+    assert [c["ep"] for c in report["cases"]] == [4, 4]
+    # Every rank of both nodes received rows: EP 4 ran across the two.
+    assert all(len(c["receiveRows"]) == 4 and min(c["receiveRows"]) > 0
+               for c in report["cases"])
+    assert served == report
+
+
+def test_a_lost_node_ends_the_other_within_the_timeout(tmp_path: Path) -> None:
+    matrix = _matrix(tmp_path, 8)
+    with live_server(f"sqlite:///{tmp_path / 'moescope.db'}", tmp_path) as live:
+        port = free_port()
+        launches = dict(zip(NODES, (_launch(n, n == NODES[0], port, matrix, live, tmp_path)
+                                    for n in NODES), strict=True))
+        try:
+            # The node holding rank 0 writes its --out; wait for a finished case there.
+            deadline = time.monotonic() + 300
+            survivor = None
+            while time.monotonic() < deadline and survivor is None:
+                for node in NODES:
+                    out = tmp_path / f"{node}.json"
+                    if out.exists() and json.loads(out.read_text() or "{}").get("cases"):
+                        survivor = node
+                time.sleep(0.2)
+            assert survivor is not None, _logs(tmp_path)
+            lost = next(n for n in NODES if n != survivor)
+            _kill_node(launches[lost])
+            killed_at = time.monotonic()
+            code = launches[survivor].wait(timeout=TIMEOUT_S + 60)
+            ended_after = time.monotonic() - killed_at
+        finally:
+            for p in launches.values():
+                _kill_node(p)
+        report = json.loads((tmp_path / f"{survivor}.json").read_text())
+        served = _served(live, report["meta"]["runId"])
+    assert code != 0, _logs(tmp_path)
+    # Within the process group's timeout (plus torchrun's own teardown).
+    assert ended_after < TIMEOUT_S + 15, (ended_after, _logs(tmp_path))
+    note = report["meta"]["runFailureNote"]
+    assert note.startswith("The run stopped while running ") and "Error" in note, note
+    finished = report["cases"]
+    assert 1 <= len(finished) < 8
+    assert served["cases"] == finished  # every finished case delivered, nothing more
+    assert served["meta"]["host"]["nodes"] == report["meta"]["host"]["nodes"]

@@ -1,0 +1,91 @@
+"""The phase pass's report fields from ranks' outcomes (no ranks spawned): maxima over
+ranks beside the means, the local/remote split of the bytes, bandwidth from the busiest
+rank's remote bytes, and the gap between the phases' sum and the layer's time, each
+against arithmetic written here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runner.phases import RowSplit, row_split
+from runner.report import RankOutcome, phase_fields
+
+
+def _outcome(rank: int, **phase: Any) -> RankOutcome:
+    return RankOutcome(rank=rank, forward=[2.0], combined=[2.0], backward=None,
+                       numerical_error=0.0, graph_accepted=None, graph_note=None,
+                       rows_received=0, rows_sent_off_rank=0, allocated_peak_gib=None,
+                       reserved_peak_gib=None, allocation_retries=0, nvlink_tx_gbps=None,
+                       nvlink_rx_gbps=None, **phase)
+
+
+# Windows already hold the maximum over ranks; each rank's own median differs.
+WINDOWS = {"dispatch": [0.25, 0.5, 0.375], "experts": [1.0, 1.25, 1.5],
+           "combine": [0.5, 0.5, 0.75]}
+
+
+def _two_ranks(backward: bool = False) -> list[RankOutcome]:
+    common: dict[str, Any] = {"phase_windows": WINDOWS, "phase_graphs": None}
+    if backward:
+        common["backward_phase_windows"] = {"combine": [0.5], "experts": [2.0],
+                                            "dispatch": [0.25]}
+    return [
+        _outcome(0, **common, phase_rank_ms={"dispatch": 0.25, "experts": 1.0, "combine": 0.5},
+                 backward_phase_rank_ms={"combine": 0.5, "experts": 2.0, "dispatch": 0.25}
+                 if backward else None,
+                 dispatch_local_bytes=100, dispatch_remote_bytes=3000,
+                 combine_local_bytes=200, combine_remote_bytes=1000),
+        _outcome(1, **common, phase_rank_ms={"dispatch": 0.125, "experts": 0.5, "combine": 0.25},
+                 backward_phase_rank_ms={"combine": 0.25, "experts": 1.0, "dispatch": 0.125}
+                 if backward else None,
+                 dispatch_local_bytes=700, dispatch_remote_bytes=1000,
+                 combine_local_bytes=0, combine_remote_bytes=5000),
+    ]
+
+
+def test_maxima_means_bytes_and_busiest_rank_bandwidth() -> None:
+    fields = phase_fields(_two_ranks(), forward_ms=2.5, backward_ms=None)
+    assert fields["phaseMS"] == {"dispatch": 0.375, "experts": 1.25, "combine": 0.5}
+    assert fields["phaseMeanMS"] == {"dispatch": 0.1875, "experts": 0.75, "combine": 0.375}
+    assert fields["dispatchLocalBytes"] == [100, 700]
+    assert fields["dispatchRemoteBytes"] == [3000, 1000]
+    assert fields["combineRemoteBytes"] == [1000, 5000]
+    # Busiest rank's remote bytes, not the mean over ranks nor the local rows.
+    assert fields["dispatchGBps"] == pytest.approx(3000 / 0.375e-3 / 1e9)
+    assert fields["combineGBps"] == pytest.approx(5000 / 0.5e-3 / 1e9)
+    assert fields["backwardPhaseMS"] is None and fields["phaseGraphNote"] is None
+
+
+def test_the_gap_between_the_phases_sum_and_the_layer_is_computed() -> None:
+    fields = phase_fields(_two_ranks(backward=True), forward_ms=2.5, backward_ms=3.5)
+    assert fields["phaseSumMS"] == pytest.approx(0.375 + 1.25 + 0.5)
+    assert fields["phaseGapMS"] == pytest.approx(2.5 - 2.125)
+    assert fields["phaseGapPercent"] == pytest.approx(0.375 / 2.5 * 100)
+    assert fields["backwardPhaseMS"] == {"combine": 0.5, "experts": 2.0, "dispatch": 0.25}
+    assert fields["backwardPhaseMeanMS"] == {"combine": 0.375, "experts": 1.5,
+                                             "dispatch": 0.1875}
+    assert fields["backwardPhaseGapMS"] == pytest.approx(3.5 - 2.75)
+    assert fields["phaseNote"] == (
+        "forward phases (dispatch + experts + combine) sum to 2.125 ms against the layer's "
+        "forward 2.5 ms: a gap of +0.375 ms (+15.0 % of the layer); backward phases sum "
+        "to 2.75 ms against the layer's backward 3.5 ms: a gap of +0.75 ms (+21.4 %)")
+
+
+def test_a_layer_faster_than_its_phases_has_a_negative_gap() -> None:
+    fields = phase_fields(_two_ranks(), forward_ms=1.0, backward_ms=None)
+    assert fields["phaseGapMS"] == pytest.approx(1.0 - 2.125)
+    assert "a gap of -1.125 ms (-112.5 % of the layer)" in fields["phaseNote"]
+
+
+def test_no_row_crossing_gives_no_bandwidth() -> None:
+    ranks = _two_ranks()
+    for o in ranks:
+        o.dispatch_remote_bytes = 0
+    assert phase_fields(ranks, forward_ms=2.5, backward_ms=None)["dispatchGBps"] is None
+
+
+def test_row_split_own_rows_stay() -> None:
+    assert row_split([3, 5, 2], 1) == RowSplit(local=5, remote=5)
+    assert row_split([4], 0) == RowSplit(local=4, remote=0)  # one rank: nothing crosses
