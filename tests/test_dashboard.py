@@ -19,10 +19,11 @@ from sqlalchemy.orm import Session
 
 from app import figures
 from app.case_fields import CaseFilter
-from app.dashboard import case_table, charts, comparison, filters, links, report_list, report_view
+from app.dashboard import case_table, charts, filters, links, report_list, report_view
 from app.main import create_app
 from app.repository import cases as cases_repo
 from app.services import cases as case_service
+from app.services import comparison
 from app.services import reports as report_service
 from app.services.cases import case_out
 from ingest.validate import validate_report

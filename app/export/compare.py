@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from app.dashboard import comparison
 from app.dashboard.report_view import ReportData
 from app.export.document import render
 from app.export.footer import Footer
+from app.services import comparison
 
 
 def compare_html(base: ReportData, head: ReportData, footer: Footer) -> str:

@@ -9,9 +9,10 @@ from dash import Input, Output, callback, clientside_callback, dcc, html
 
 from app.core.db import session_scope
 from app.core.errors import NotFound
-from app.dashboard import comparison, links, report_list
+from app.dashboard import links, report_list
 from app.dashboard.components import parse_report_id, table
 from app.services import cases as case_service
+from app.services import comparison
 
 dash.register_page(__name__, path="/compare", title="moescope: compare", name="Compare",
                    order=3)  # type: ignore[no-untyped-call]
