@@ -1,0 +1,61 @@
+"""Queries that pick reports to compare: a report's previous report in its series, and the
+earlier measurements of some cases (their phases and GPU state) for attribution."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from sqlalchemy import select, tuple_
+from sqlalchemy.orm import Session
+
+from app.models import CaseRow, ReportRow
+from app.repository.history import HISTORY_ORDER, report_position
+
+
+def previous_report(session: Session, report_id: int) -> int | None:
+    """The report just before this one in its series' history order, if any."""
+    position = report_position(session, report_id)
+    found = session.execute(
+        select(ReportRow.id)
+        .where(ReportRow.series == position.series,
+               tuple_(*HISTORY_ORDER)
+               < tuple_(position.date, position.created_at, position.report_id))
+        .order_by(*[column.desc() for column in HISTORY_ORDER]).limit(1)
+    ).scalar_one_or_none()
+    return None if found is None else int(found)
+
+
+def previous_reports(session: Session, report_ids: Collection[int]) -> dict[int, int]:
+    """``previous_report`` of each of a page's reports (those that have one)."""
+    found = {}
+    for report_id in report_ids:
+        previous = previous_report(session, report_id)
+        if previous is not None:
+            found[report_id] = previous
+    return found
+
+
+def earlier_payloads(session: Session, report_id: int, case_ids: Collection[str],
+                     reports: int) -> dict[str, list[dict[str, Any]]]:
+    """For each of ``case_ids``, the case as posted in the last ``reports`` earlier reports
+    of the report's series, oldest first."""
+    if not case_ids:
+        return {}
+    position = report_position(session, report_id)
+    recent = (select(ReportRow.id)
+              .where(ReportRow.series == position.series,
+                     tuple_(*HISTORY_ORDER)
+                     < tuple_(position.date, position.created_at, position.report_id))
+              .order_by(*[column.desc() for column in HISTORY_ORDER]).limit(reports)
+              .scalar_subquery())
+    rows = session.execute(
+        select(CaseRow.case_id, CaseRow.payload)
+        .join(ReportRow, ReportRow.id == CaseRow.report_id)
+        .where(ReportRow.id.in_(recent), CaseRow.case_id.in_(list(case_ids)))
+        .order_by(*HISTORY_ORDER)
+    ).all()
+    found: dict[str, list[dict[str, Any]]] = {}
+    for case_id, payload in rows:
+        found.setdefault(case_id, []).append(payload)
+    return found

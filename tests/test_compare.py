@@ -1,0 +1,192 @@
+"""Compare: one judge with history, attribution to a phase or to the GPU, the provenance diff,
+grouping, on synthetic series built from the reference (tests/history_helpers.py)."""
+
+from __future__ import annotations
+
+import copy
+import math
+import statistics
+from typing import Any
+
+import pytest
+from history_helpers import ingest, synthetic_series
+from sqlalchemy.orm import Session
+
+from app.services.comparison import compare_reports, default_pair, pair_verdict
+from app.services.history import case_history
+from ingest.attribution import attribute
+from ingest.regressions import Settings
+
+Body = dict[str, Any]
+GPU_STATE = {"smClockMinMHz": 1965.0, "smClockMaxMHz": 1965.0, "powerMaxW": 1100.0,
+             "temperatureMaxC": 61.0, "throttleReasons": 0, "throttleReasonNames": [],
+             "samples": 40}
+HOST = {"hostname": "gb300-a", "driver": "580.95", "cuda": "13.0", "torch": "2.13.0",
+        "nccl": "2.27.7", "worldSize": 8}
+# The dispatch, experts and combine shares of the forward time a phase pass might find.
+SHARES = {"dispatch": 0.2, "experts": 0.5, "combine": 0.3}
+
+
+def nvfp4_mega(report: Body) -> list[str]:
+    return [c["id"] for c in report["cases"]
+            if (c["mode"], c["precision"], c["pipeline"]) == ("inference", "nvfp4", "mega")]
+
+
+def with_runner_fields(report: Body) -> None:
+    """What moescope's own runner adds: host facts, phases and GPU state on every case."""
+    report["meta"]["host"] = copy.deepcopy(HOST)
+    for case in report["cases"]:
+        case["phaseMS"] = {p: case["forwardMS"] * share for p, share in SHARES.items()}
+        case["gpuState"] = copy.deepcopy(GPU_STATE)
+
+
+def slow_down(case: Body, extra_ms: float) -> None:
+    """The case ``extra_ms`` slower in its layer (and forward) time, windows and throughput
+    moved alike, its phases left as they were."""
+    factor = (case["layerMS"] + extra_ms) / case["layerMS"]
+    case["layerMS"] += extra_ms
+    case["forwardMS"] += extra_ms
+    case["windows"] = {k: [w * factor for w in ws] for k, ws in case["windows"].items()}
+    case["usefulTFPerGPU"] /= factor
+
+
+def series(reference: Body, reports: int = 6) -> list[Body]:
+    bodies = synthetic_series(reference, reports, seed=7)
+    for body in bodies:
+        with_runner_fields(body)
+    return bodies
+
+
+def test_a_combine_only_slowdown_is_attributed_to_combine_and_grouped(
+    session: Session, reference: Body
+) -> None:
+    bodies = series(reference)
+    newest = bodies[-1]
+    slowed = nvfp4_mega(newest)
+    assert len(slowed) == 9
+    extra: dict[str, float] = {}
+    for case in newest["cases"]:
+        if case["id"] in slowed:
+            extra[case["id"]] = 0.18 * case["layerMS"]
+            slow_down(case, extra[case["id"]])
+            case["phaseMS"]["combine"] += extra[case["id"]]  # only the combine moved
+    ids = [ingest(session, b) for b in bodies]
+
+    result = compare_reports(session, ids[-2], ids[-1])
+    assert result.same_series
+    by_id = {r.case_id: r for r in result.rows}
+    previous = {c["id"]: c for c in bodies[-2]["cases"]}
+    for case_id in slowed:
+        row = by_id[case_id]
+        assert row.verdict.status == "regression" and row.basis == "history"
+        assert row.attribution.top_phase == "combine"
+        before = previous[case_id]["phaseMS"]["combine"]
+        after = newest_case(newest, case_id)["phaseMS"]["combine"]
+        percent = (after - before) / before * 100
+        assert row.attribution.phases[0].percent == pytest.approx(percent)
+        assert row.attribution.text().startswith(f"combine {percent:+.0f} %")
+        assert row.attribution.gpu_state == []  # the GPU ran as before
+    # Nothing else moved past its noise: the nine are the only flagged cases.
+    assert {r.case_id for r in result.rows if r.verdict.flagged} == set(slowed)
+
+    # One group names the nine, with the range of their verdicts' changes.
+    assert len(result.groups) == 1
+    group = result.groups[0]
+    changes = [by_id[c].verdict.change_percent or 0.0 for c in slowed]
+    assert sorted(group.case_ids) == sorted(slowed)
+    assert group.text() == (f"9 inference nvfp4 mega cases: {min(changes):+.1f} % to "
+                            f"{max(changes):+.1f} % (regression)")
+    # Regressions first, the largest first.
+    assert [r.case_id for r in result.rows[:9]] == sorted(
+        slowed, key=lambda c: -abs(by_id[c].verdict.change_percent or 0.0))
+
+    # The geometric mean of the nvfp4 mega layer times, computed here from the bodies.
+    ratios = [newest_case(newest, c)["layerMS"] / previous[c]["layerMS"] for c in slowed]
+    expected = (math.exp(statistics.fmean(math.log(r) for r in ratios)) - 1) * 100
+    geo = {(g.mode, g.precision, g.pipeline): g for g in result.geomeans}
+    assert geo["inference", "nvfp4", "mega"].cases == 9
+    assert geo["inference", "nvfp4", "mega"].change_percent == pytest.approx(expected)
+
+
+def newest_case(report: Body, case_id: str) -> Body:
+    return next(c for c in report["cases"] if c["id"] == case_id)
+
+
+def test_a_clock_drop_is_attributed_to_gpu_state(session: Session, reference: Body) -> None:
+    bodies = series(reference)
+    case = bodies[-1]["cases"][4]
+    slow_down(case, 0.3 * case["layerMS"])
+    for phase in case["phaseMS"]:
+        case["phaseMS"][phase] *= 1.3  # every phase slower: the GPU, not one phase
+    case["gpuState"].update(smClockMinMHz=1410.0,
+                            throttleReasonNames=["HwPowerBrakeSlowdown"])
+    ids = [ingest(session, b) for b in bodies]
+
+    row = next(r for r in compare_reports(session, ids[-2], ids[-1]).rows
+               if r.case_id == case["id"])
+    assert row.verdict.status == "regression"
+    drop = (1410.0 - 1965.0) / 1965.0 * 100
+    assert row.attribution.gpu_state == [
+        f"SM clock min 1965 -> 1410 MHz ({drop:+.0f} %)", "throttled: HwPowerBrakeSlowdown"]
+    assert "SM clock min 1965 -> 1410 MHz (-28 %)" in row.attribution.text()
+
+
+def test_a_driver_change_is_listed_and_other_meta_too(session: Session, reference: Body) -> None:
+    bodies = series(reference, 2)
+    head = bodies[-1]
+    head["meta"]["host"]["driver"] = "580.159"
+    head["meta"]["peakNote"] = "Measured peaks."
+    ids = [ingest(session, b) for b in bodies]
+
+    result = compare_reports(session, ids[0], ids[1])
+    found = {(p.field, p.base, p.head) for p in result.provenance}
+    assert ("host.driver", "580.95", "580.159") in found
+    assert ("peakNote", reference["meta"]["peakNote"], "Measured peaks.") in found
+    # Host facts first: what a person suspects first.
+    assert result.provenance[0].field == "host.driver"
+    # Only what differs: the CUDA version is the same on both sides.
+    assert not any(p.field == "host.cuda" for p in result.provenance)
+    # Two reports: no history of 3 points yet, so each case is judged against the base.
+    assert {r.basis for r in result.rows} == {"pair"}
+
+
+def test_compare_and_history_give_the_same_verdict(session: Session, reference: Body) -> None:
+    ids_all = [c["id"] for c in reference["cases"]]
+    slowed, sped = [ids_all[3], ids_all[30]], ids_all[50]
+    bodies = synthetic_series(reference, 7, seed=11,
+                              newest_factor={**dict.fromkeys(slowed, 1.2), sped: 0.85})
+    ids = [ingest(session, b) for b in bodies]
+    gpu = reference["meta"]["gpu"]
+
+    result = compare_reports(session, ids[-2], ids[-1])
+    assert {r.basis for r in result.rows} == {"history"}
+    for row in result.rows:
+        point = case_history(session, row.case_id, gpu).points[-1]
+        assert point.point.report_id == ids[-1]
+        assert row.verdict == point.verdict
+    statuses = {r.case_id: r.verdict.status for r in result.rows if r.verdict.flagged}
+    assert statuses == {**dict.fromkeys(slowed, "regression"), sped: "improvement"}
+
+    # The newest report and its series' previous one are compare's default pair.
+    assert default_pair(session) == (ids[-2], ids[-1])
+    # Head before base: not one series in order, so the pair alone is judged.
+    backwards = compare_reports(session, ids[-1], ids[-2])
+    assert not backwards.same_series and {r.basis for r in backwards.rows} == {"pair"}
+
+
+def test_a_pair_verdict_takes_the_larger_window_spread_as_noise() -> None:
+    base = {"layerMS": 1.0, "windowSpreadPercent": 2.0}
+    head = {"layerMS": 1.08, "windowSpreadPercent": 9.0}
+    verdict = pair_verdict(base, head, Settings())
+    assert verdict.status == "unchanged"  # +8 % is within the head's own 9 % spread
+    assert verdict.change_percent == pytest.approx(8.0)
+    assert verdict.noise_percent == pytest.approx(9.0)
+    loud = pair_verdict(base, {**head, "layerMS": 1.12}, Settings())
+    assert loud.status == "regression" and loud.baseline_points == 1
+
+
+def test_attribution_without_phases_names_nothing() -> None:
+    assert attribute({"layerMS": 1.0}, {"layerMS": 2.0}).text() == ""
+    both = attribute({"phaseMS": {"dispatch": 1.0, "experts": 2.0, "combine": 1.0}},
+                     {"phaseMS": {"dispatch": 1.5, "experts": 2.1, "combine": 1.0}})
+    assert both.text() == "dispatch +50 %, experts +5 %, combine +0 %"
