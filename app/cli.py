@@ -169,17 +169,20 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_regressions(args: argparse.Namespace) -> int:
-    from app.regressions_command import regressions_command
+    from app.regressions_command import Format, regressions_command
     from ingest.regressions import Settings
 
     settings = Settings(threshold_percent=args.threshold, window=args.window)
+    output: Format = "json" if args.json else args.format
+    shown = {"fail_on": args.fail_on, "base_url": args.base_url}
     if args.url:
-        return regressions_command(args.report_id, settings, args.json, url=args.url,
-                                   token=args.token)
+        return regressions_command(args.report_id, settings, output, url=args.url,
+                                   token=args.token, **shown)
     database_url = _migrated_database_url(args)
     if database_url is None:
         return 2
-    return regressions_command(args.report_id, settings, args.json, database_url=database_url)
+    return regressions_command(args.report_id, settings, output, database_url=database_url,
+                               **shown)
 
 
 def _positive(text: str) -> float:
@@ -287,8 +290,16 @@ def build_parser() -> argparse.ArgumentParser:
     regressions.add_argument("--window", type=_at_least_min_points, default=DEFAULT_WINDOW,
                              metavar="N", help="earlier points in the baseline "
                                                "(default %(default)d)")
-    regressions.add_argument("--json", action="store_true",
-                             help="one JSON object per flagged case")
+    regressions.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                             help="text (default), JSON lines (one per flagged case), or a "
+                                  "Markdown summary for a pull-request comment")
+    regressions.add_argument("--json", action="store_true", help="the same as --format json")
+    regressions.add_argument("--fail-on", choices=("regression", "any", "none"),
+                             default="regression",
+                             help="exit 1 on a regression (default), on any flagged change, "
+                                  "or never")
+    regressions.add_argument("--base-url", metavar="URL",
+                             help="the dashboard's address, for links in --format markdown")
     regressions.add_argument("--url", help="ask this moescope server instead of the database")
     regressions.add_argument("--token", help="read token for --url (or MOESCOPE_TOKEN)")
     _add_database_option(regressions)

@@ -1,5 +1,7 @@
 """``moescope regressions REPORT``: the report's flagged cases, for people and for CI
-(exit 1 when any case regressed), from the database or, with ``--url``, from a server.
+(exit 1 when any case regressed, or as ``--fail-on`` says), as text, JSON lines or a
+Markdown summary (``app.regressions_markdown``), from the database or, with ``--url``, from
+a server.
 
 Both read the regressions endpoint's document (``ReportRegressions``), so they print the
 same; the ``--url`` path needs only httpx (it runs where the server's packages are not
@@ -9,8 +11,9 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, Literal
 
+from app import regressions_markdown
 from ingest.regressions import Settings
 
 Document = dict[str, Any]
@@ -20,7 +23,18 @@ class RegressionsFailed(Exception):
     """Why no verdict could be read (exit 2)."""
 
 
-def regressions_command(report_id: int, settings: Settings, as_json: bool, *,
+Format = Literal["text", "json", "markdown"]
+FailOn = Literal["regression", "any", "none"]
+
+
+def exit_status(counts: dict[str, int], fail_on: FailOn) -> int:
+    """1 when the gate fails: a regression (the default), any flagged change, or never."""
+    flagged = counts["regression"] + (counts["improvement"] if fail_on == "any" else 0)
+    return 1 if fail_on != "none" and flagged else 0
+
+
+def regressions_command(report_id: int, settings: Settings, output: Format, *,
+                        fail_on: FailOn = "regression", base_url: str | None = None,
                         database_url: str | None = None, url: str | None = None,
                         token: str | None = None) -> int:
     try:
@@ -30,30 +44,34 @@ def regressions_command(report_id: int, settings: Settings, as_json: bool, *,
         print(f"error: {exc}", file=sys.stderr)
         return 2
     items: list[Document] = document["items"]
-    if as_json:
+    if output == "json":
         for item in items:
             print(json.dumps(item, ensure_ascii=False))
+    elif output == "markdown":
+        print(regressions_markdown.render(document, base_url), end="")
     else:
         _print_table(document)
     counts = document["counts"]
     print(f"{counts['regression']} regression(s), {counts['improvement']} improvement(s), "
           f"{counts['unchanged']} unchanged, {counts['insufficient_history']} with fewer "
           f"than {settings.min_points} earlier points", file=sys.stderr)
-    return 1 if counts["regression"] else 0
+    return exit_status(counts, fail_on)
 
 
 def _read(database_url: str, report_id: int, settings: Settings) -> Document:
     from app.api.history_schemas import report_regressions_out
     from app.core.db import session_scope
     from app.core.errors import NotFound
+    from app.services.explain import explain
     from app.services.history import report_regressions
 
     with session_scope(database_url) as session:
         try:
             result = report_regressions(session, report_id, settings)
+            explanation = explain(session, result)
         except NotFound as exc:
             raise RegressionsFailed(exc.detail) from exc
-    return report_regressions_out(result).model_dump(mode="json")
+    return report_regressions_out(result, explanation).model_dump(mode="json")
 
 
 def _fetch(url: str, token: str | None, report_id: int, settings: Settings) -> Document:
@@ -80,8 +98,12 @@ def _print_table(document: Document) -> None:
     print(f"report {document['reportId']}: layer time against the median of the last "
           f"{document['window']} earlier points of each series "
           f"(threshold {document['thresholdPercent']:g} %)")
+    for group in document.get("groups") or []:
+        print(f"  {group['text']}")
     for item in document["items"]:
         newest = item["baseline"] * (1 + item["changePercent"] / 100)
+        why = (item.get("attribution") or {}).get("text")
         print(f"  {item['kind']:<12} {item['changePercent']:+7.1f} %  {item['caseId']}  "
               f"{item['baseline']:.4g} -> {newest:.4g} ms  (median of "
-              f"{item['baselinePoints']}, noise {item['noisePercent']:.1f} %)")
+              f"{item['baselinePoints']}, noise {item['noisePercent']:.1f} %)"
+              + (f"  why: {why}" if why else ""))

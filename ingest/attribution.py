@@ -33,7 +33,8 @@ class PhaseChange:
         return self.delta_ms / self.base_ms * 100
 
     def text(self) -> str:
-        return f"{self.phase} {self.percent:+.0f} %"
+        # round() to an int: no "-0 %" for a phase that moved a hair.
+        return f"{self.phase} {round(self.percent):+d} %"
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def gpu_state_changes(base: Mapping[str, Any] | None,
                 continue
             percent = (after - before) / before * 100
             if abs(percent) >= CLOCK_CHANGE_PERCENT:
-                found.append(f"{label} {before:.0f} -> {after:.0f} MHz ({percent:+.0f} %)")
+                found.append(f"{label} {before:.0f} -> {after:.0f} MHz ({round(percent):+d} %)")
     seen = set((base or {}).get("throttleReasonNames") or [])
     new = [name for name in head.get("throttleReasonNames") or [] if name not in seen]
     if new:

@@ -3,12 +3,12 @@ grouping, on synthetic series built from the reference (tests/history_helpers.py
 
 from __future__ import annotations
 
-import copy
 import math
 import statistics
 from typing import Any
 
 import pytest
+from compare_helpers import combine_slowed, series, slow_down
 from history_helpers import ingest, synthetic_series
 from sqlalchemy.orm import Session
 
@@ -18,58 +18,12 @@ from ingest.attribution import attribute
 from ingest.regressions import Settings
 
 Body = dict[str, Any]
-GPU_STATE = {"smClockMinMHz": 1965.0, "smClockMaxMHz": 1965.0, "powerMaxW": 1100.0,
-             "temperatureMaxC": 61.0, "throttleReasons": 0, "throttleReasonNames": [],
-             "samples": 40}
-HOST = {"hostname": "gb300-a", "driver": "580.95", "cuda": "13.0", "torch": "2.13.0",
-        "nccl": "2.27.7", "worldSize": 8}
-# The dispatch, experts and combine shares of the forward time a phase pass might find.
-SHARES = {"dispatch": 0.2, "experts": 0.5, "combine": 0.3}
-
-
-def nvfp4_mega(report: Body) -> list[str]:
-    return [c["id"] for c in report["cases"]
-            if (c["mode"], c["precision"], c["pipeline"]) == ("inference", "nvfp4", "mega")]
-
-
-def with_runner_fields(report: Body) -> None:
-    """What moescope's own runner adds: host facts, phases and GPU state on every case."""
-    report["meta"]["host"] = copy.deepcopy(HOST)
-    for case in report["cases"]:
-        case["phaseMS"] = {p: case["forwardMS"] * share for p, share in SHARES.items()}
-        case["gpuState"] = copy.deepcopy(GPU_STATE)
-
-
-def slow_down(case: Body, extra_ms: float) -> None:
-    """The case ``extra_ms`` slower in its layer (and forward) time, windows and throughput
-    moved alike, its phases left as they were."""
-    factor = (case["layerMS"] + extra_ms) / case["layerMS"]
-    case["layerMS"] += extra_ms
-    case["forwardMS"] += extra_ms
-    case["windows"] = {k: [w * factor for w in ws] for k, ws in case["windows"].items()}
-    case["usefulTFPerGPU"] /= factor
-
-
-def series(reference: Body, reports: int = 6) -> list[Body]:
-    bodies = synthetic_series(reference, reports, seed=7)
-    for body in bodies:
-        with_runner_fields(body)
-    return bodies
-
-
 def test_a_combine_only_slowdown_is_attributed_to_combine_and_grouped(
     session: Session, reference: Body
 ) -> None:
-    bodies = series(reference)
+    bodies, slowed = combine_slowed(reference)
     newest = bodies[-1]
-    slowed = nvfp4_mega(newest)
     assert len(slowed) == 9
-    extra: dict[str, float] = {}
-    for case in newest["cases"]:
-        if case["id"] in slowed:
-            extra[case["id"]] = 0.18 * case["layerMS"]
-            slow_down(case, extra[case["id"]])
-            case["phaseMS"]["combine"] += extra[case["id"]]  # only the combine moved
     ids = [ingest(session, b) for b in bodies]
 
     result = compare_reports(session, ids[-2], ids[-1])
@@ -84,7 +38,7 @@ def test_a_combine_only_slowdown_is_attributed_to_combine_and_grouped(
         after = newest_case(newest, case_id)["phaseMS"]["combine"]
         percent = (after - before) / before * 100
         assert row.attribution.phases[0].percent == pytest.approx(percent)
-        assert row.attribution.text().startswith(f"combine {percent:+.0f} %")
+        assert row.attribution.text().startswith(f"combine {round(percent):+d} %")
         assert row.attribution.gpu_state == []  # the GPU ran as before
     # Nothing else moved past its noise: the nine are the only flagged cases.
     assert {r.case_id for r in result.rows if r.verdict.flagged} == set(slowed)
@@ -127,7 +81,7 @@ def test_a_clock_drop_is_attributed_to_gpu_state(session: Session, reference: Bo
     assert row.verdict.status == "regression"
     drop = (1410.0 - 1965.0) / 1965.0 * 100
     assert row.attribution.gpu_state == [
-        f"SM clock min 1965 -> 1410 MHz ({drop:+.0f} %)", "throttled: HwPowerBrakeSlowdown"]
+        f"SM clock min 1965 -> 1410 MHz ({round(drop):+d} %)", "throttled: HwPowerBrakeSlowdown"]
     assert "SM clock min 1965 -> 1410 MHz (-28 %)" in row.attribution.text()
 
 
@@ -190,3 +144,6 @@ def test_attribution_without_phases_names_nothing() -> None:
     both = attribute({"phaseMS": {"dispatch": 1.0, "experts": 2.0, "combine": 1.0}},
                      {"phaseMS": {"dispatch": 1.5, "experts": 2.1, "combine": 1.0}})
     assert both.text() == "dispatch +50 %, experts +5 %, combine +0 %"
+    hair = attribute({"phaseMS": {"dispatch": 1.0, "experts": 2.0, "combine": 1.0}},
+                     {"phaseMS": {"dispatch": 0.999, "experts": 2.0, "combine": 1.0}})
+    assert "dispatch +0 %" in hair.text()

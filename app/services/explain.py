@@ -1,0 +1,64 @@
+"""Why the flagged cases of a report moved, against their history: each flagged case's
+phases against the median phases of its baseline (the same last ``window`` earlier reports
+of its series the verdict's median is taken over), its GPU state against the baseline's,
+and the flagged cases grouped by the dimensions they share. What the regressions endpoint
+and ``moescope regressions`` add to the verdicts."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.repository import pairs as pairs_repo
+from app.services import cases as case_service
+from app.services.history import ReportVerdicts
+from ingest.attribution import Attribution, attribute, median_phases
+from ingest.grouping import Flagged, Group, group_flagged
+
+
+@dataclass(frozen=True)
+class Explanation:
+    attributions: dict[str, Attribution]  # flagged case id -> why
+    groups: list[Group]
+    previous_report_id: int | None  # the series' report before this one: compare's base
+
+
+def baseline_gpu_state(cases: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The median clocks and power of the earlier measurements, and the throttle reasons
+    at least half of them saw (one throttled run in the baseline does not hide a new one)."""
+    states = [c["gpuState"] for c in cases if c.get("gpuState")]
+    if not states:
+        return None
+    names: dict[str, int] = {}
+    for state in states:
+        for name in state.get("throttleReasonNames") or []:
+            names[name] = names.get(name, 0) + 1
+    return {
+        **{key: statistics.median(s[key] for s in states)
+           for key in ("smClockMinMHz", "smClockMaxMHz", "powerMaxW")},
+        "throttleReasonNames": [n for n, seen in names.items() if seen * 2 >= len(states)],
+    }
+
+
+def baseline_case(earlier: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    return {"phaseMS": median_phases(earlier), "gpuState": baseline_gpu_state(earlier)}
+
+
+def explain(session: Session, result: ReportVerdicts) -> Explanation:
+    flagged = result.flagged
+    ids = [item.case_id for item in flagged]
+    earlier = pairs_repo.earlier_payloads(session, result.report_id, ids,
+                                          result.settings.window)
+    cases = {c["id"]: c for c in case_service.view_cases(session, result.report_id)} \
+        if flagged else {}
+    attributions = {case_id: attribute(baseline_case(earlier.get(case_id, [])), cases[case_id])
+                    for case_id in ids}
+    groups = group_flagged(
+        [Flagged(cases[i.case_id], i.verdict.status, i.verdict.change_percent or 0.0)
+         for i in flagged], list(cases.values()))
+    return Explanation(attributions, groups,
+                       pairs_repo.previous_report(session, result.report_id))
