@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.repository import pairs as pairs_repo
 from app.repository import reports as reports_repo
 
 REPORT_LIST_LIMIT = 500
@@ -14,11 +15,14 @@ REPORT_LIST_LIMIT = 500
 def report_list(session: Session, q: str | None = None) -> list[dict[str, Any]]:
     rows, _ = reports_repo.list_reports(session, limit=REPORT_LIST_LIMIT, offset=0,
                                         q=q or None)
+    previous = pairs_repo.previous_reports(session, [row.id for row in rows])
     return [{
         "id": row.id, "date": row.date, "gpu": row.gpu, "runId": row.run_id or "",
         "source": row.source or "",
         "caseCount": row.case_count, "bestPercentOfPeak": row.best_percent_of_peak,
         "ingestedAt": row.created_at.strftime("%Y-%m-%d %H:%M UTC"),
+        # The report before it in its series (same GPU and shape): compare's default base.
+        "previousId": previous.get(row.id),
     } for row in rows]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
 from app.models import CaseRow, ReportRow
@@ -27,13 +27,18 @@ def previous_report(session: Session, report_id: int) -> int | None:
 
 
 def previous_reports(session: Session, report_ids: Collection[int]) -> dict[int, int]:
-    """``previous_report`` of each of a page's reports (those that have one)."""
-    found = {}
-    for report_id in report_ids:
-        previous = previous_report(session, report_id)
-        if previous is not None:
-            found[report_id] = previous
-    return found
+    """``previous_report`` of each of a page's reports (those that have one), in one query:
+    each report's predecessor in its series (LAG over the series in history order, which
+    the (series, date, created_at, id) index gives in order)."""
+    if not report_ids:
+        return {}
+    lagged = select(ReportRow.id.label("id"), func.lag(ReportRow.id).over(
+        partition_by=ReportRow.series, order_by=HISTORY_ORDER).label("previous")).subquery()
+    rows = session.execute(
+        select(lagged.c.id, lagged.c.previous)
+        .where(lagged.c.id.in_(list(report_ids)), lagged.c.previous.is_not(None))
+    ).all()
+    return {int(report_id): int(previous) for report_id, previous in rows}
 
 
 def earlier_payloads(session: Session, report_id: int, case_ids: Collection[str],

@@ -21,6 +21,7 @@ from app.dashboard import (
     history_view,
     links,
     moved_cases,
+    provenance,
     report_view,
 )
 from app.dashboard.components import (
@@ -32,6 +33,7 @@ from app.dashboard.components import (
     style_legend,
     table,
 )
+from app.services import comparison
 from ingest.derived import report_notes
 
 dash.register_page(__name__, path_template="/reports/<report_id>",
@@ -133,6 +135,7 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
             marks = history_view.report_marks(session, rid)
             view = report_view.report_view(session, rid, filters.filters_from_query(query),
                                            history_view.hover_marks(marks.marks))
+            previous = comparison.previous_report(session, rid)
         except NotFound as exc:
             return not_found(exc.detail)
     return html.Div([
@@ -141,11 +144,12 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         dcc.Store(id="report-search", data=view.search),
         dcc.Store(id="report-search-applied"),
         header(view.header, links.report_export_href(rid, view.filters)),
+        provenance.provenance_line(view.meta, rid, previous),
         filter_controls(view.facets, view.filters),
         html.Div(view.count_text, id="report-count", className="count"),
         html.Div(view.banner, id="report-cap-banner", className="cap-banner",
                  hidden=not view.banner),
-        moved_cases.moved_cases_section(marks),
+        moved_cases.moved_cases_section(marks, view.cases),
         html.Div(style_legend(view.charted), id="report-legend", className="style-legend"),
         html.Div(chart_rows(view.panels), id="report-charts"),
         html.Section([html.H2("Report notes"),
@@ -166,7 +170,7 @@ OUTPUTS = [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS] + 
     Output("report-rows", "data"), Output("report-count", "children"),
     Output("report-cap-banner", "children"), Output("report-cap-banner", "hidden"),
     Output("report-search", "data"), Output("report-legend", "children"),
-    Output("report-export-link", "href"),
+    Output("report-export-link", "href"), Output("report-moved-list", "children"),
 ]
 
 
@@ -181,7 +185,8 @@ def refilter(*args: Any) -> list[Any]:
                                        history_view.hover_marks(marks or {}))
     return [*[p.figure for p in view.panels], *[chart_aside(p) for p in view.panels],
             view.rows, view.count_text, view.banner, not view.banner, view.search,
-            style_legend(view.charted), links.report_export_href(report_id, view.filters)]
+            style_legend(view.charted), links.report_export_href(report_id, view.filters),
+            moved_cases.moved_list(marks or {}, view.cases)]
 
 
 # The view's filters go into the address bar without a page reload, so a view can be
