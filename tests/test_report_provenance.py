@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 from compare_helpers import HOST, combine_slowed, series, slow_down
 from dash.development.base_component import Component
+from export_helpers import parse
 from history_helpers import ingest
 from sqlalchemy.orm import Session
 
-from app.case_fields import FILTERABLE
+from app.case_fields import FILTERABLE, CaseFilter
 from app.dashboard.provenance import host_facts
+from app.export.service import export_report
 from app.main import create_app
 
 Body = dict[str, Any]
@@ -113,3 +115,14 @@ def test_moved_cases_are_grouped_and_follow_the_filter(
     redrawn = out[-1]
     assert sorted(t for t in texts(redrawn) if t in slowed) == sorted(slowed)
     assert bf16["id"] not in texts(redrawn)
+
+
+def test_the_export_groups_the_moved_cases_in_view(session: Session, reference: Body) -> None:
+    bodies, slowed = combine_slowed(reference)
+    ids = [ingest(session, b) for b in bodies]
+    root = parse(export_report(session, ids[-1], CaseFilter()).html)
+    [group] = [li.text for li in root.by_id("export-history-groups").find_all("li")]
+    assert group.startswith("9 inference nvfp4 mega cases: +") and group.endswith("(regression)")
+    # A view without them: no group, no row.
+    training = parse(export_report(session, ids[-1], CaseFilter(mode=["training"])).html)
+    assert training.find_all(id="export-history-groups") == []
