@@ -482,7 +482,10 @@ def test_runner_fields_round_trip_and_show_on_the_case_page(
     shown = texts(find(page, "case-fields"))
     for key in RUNNER_FIELDS:
         assert key in shown, key
-    assert "612.5" in shown and any("sw_power_cap" in t for t in shown)
+    # In their units: GB/s, and the GPU state in words.
+    assert "612.5 GB/s" in shown and any("throttle: sw_power_cap" in t for t in shown)
+    assert "SM clock 1755–1980 MHz, power ≤ 688 W, ≤ 71 °C, throttle: sw_power_cap " \
+        "(42 samples)" in shown
     bars = find(page, "case-graph-phases").figure["data"][0]
     assert list(bars["x"]) == ["dispatch", "experts", "combine", "layer (forward)"]
     assert list(bars["y"])[:3] == [0.21875, 1.3125, 0.40625]

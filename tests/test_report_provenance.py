@@ -3,58 +3,24 @@ reports list's), and its moved-cases list grouped and following the page's filte
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-import pytest
 from compare_helpers import HOST, combine_slowed, series, slow_down
-from dash.development.base_component import Component
 from export_helpers import parse
 from history_helpers import ingest
+from page_helpers import find, pages, texts  # noqa: F401 - pages is a fixture
 from sqlalchemy.orm import Session
 
 from app.case_fields import FILTERABLE, CaseFilter
 from app.dashboard.provenance import host_facts
 from app.export.service import export_report
-from app.main import create_app
 
 Body = dict[str, Any]
 
 
-@pytest.fixture
-def pages(settings_env: Callable[..., None]) -> dict[str, ModuleType]:
-    create_app()
-    return {name: importlib.import_module(f"app.dashboard.pages.{name}")
-            for name in ("reports", "report")}
-
-
-def texts(component: Any) -> list[str]:
-    if isinstance(component, str):
-        return [component]
-    if isinstance(component, list | tuple):
-        return [t for c in component for t in texts(c)]
-    if isinstance(component, Component):
-        return texts(getattr(component, "children", None))
-    return []
-
-
-def find(component: Any, component_id: str) -> Any:
-    if isinstance(component, list | tuple):
-        for c in component:
-            hit = find(c, component_id)
-            if hit is not None:
-                return hit
-    if isinstance(component, Component):
-        if getattr(component, "id", None) == component_id:
-            return component
-        return find(getattr(component, "children", None), component_id)
-    return None
-
-
 def test_host_and_software_and_compare_with_previous(
-    session: Session, reference: Body, pages: dict[str, ModuleType]
+    session: Session, reference: Body, pages: dict[str, ModuleType]  # noqa: F811
 ) -> None:
     bodies = series(reference, 2)
     bodies[1]["meta"]["host"]["driver"] = None  # NVML could not say
@@ -88,7 +54,7 @@ def test_host_and_software_and_compare_with_previous(
 
 
 def test_moved_cases_are_grouped_and_follow_the_filter(
-    session: Session, reference: Body, pages: dict[str, ModuleType]
+    session: Session, reference: Body, pages: dict[str, ModuleType]  # noqa: F811
 ) -> None:
     bodies, slowed = combine_slowed(reference)
     bf16 = next(c for c in bodies[-1]["cases"] if c["precision"] == "bf16")

@@ -15,9 +15,10 @@ from sqlalchemy.orm import Session
 
 from app.repository import pairs as pairs_repo
 from app.services import cases as case_service
-from app.services.history import ReportVerdicts
+from app.services.history import ReportVerdicts, history_path, report_regressions
 from ingest.attribution import Attribution, attribute, median_phases
 from ingest.grouping import Flagged, Group, group_flagged
+from ingest.regressions import Verdict
 
 
 @dataclass(frozen=True)
@@ -62,3 +63,29 @@ def explain(session: Session, result: ReportVerdicts) -> Explanation:
          for i in flagged], list(cases.values()))
     return Explanation(attributions, groups,
                        pairs_repo.previous_report(session, result.report_id))
+
+
+@dataclass(frozen=True)
+class CaseAgainstHistory:
+    """One case of a report judged as the report page and the regressions endpoint judge
+    it, with the link to its history and, when it moved, why."""
+
+    verdict: Verdict
+    history_href: str
+    attribution: Attribution | None
+
+
+def case_against_history(session: Session, report_id: int, case: Mapping[str, Any]
+                         ) -> CaseAgainstHistory | None:
+    """None when the report does not hold the case."""
+    result = report_regressions(session, report_id)
+    item = next((i for i in result.items if i.case_id == case["id"]), None)
+    if item is None:
+        return None
+    attribution = None
+    if item.verdict.flagged:
+        earlier = pairs_repo.earlier_payloads(session, report_id, [item.case_id],
+                                              result.settings.window)
+        attribution = attribute(baseline_case(earlier.get(item.case_id, [])), case)
+    return CaseAgainstHistory(item.verdict, history_path(item.case_id, result.gpu,
+                                                         result.series), attribution)
