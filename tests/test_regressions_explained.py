@@ -5,11 +5,13 @@ nine nvfp4 mega cases 18 % slower, all of it in the combine phase."""
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 from typing import Any
 
 import pytest
 from api_helpers import REPORTS
 from compare_helpers import combine_slowed, series
+from conftest import live_server
 from fastapi.testclient import TestClient
 from history_helpers import ingest
 from sqlalchemy.orm import Session
@@ -95,3 +97,18 @@ def test_fail_on_any_fails_on_an_improvement(
 
 def test_markdown_escapes_a_reports_strings() -> None:
     assert md("a|b <img src=x> [x](y) *z*") == r"a\|b \<img src=x\> \[x\](y) \*z\*"
+
+
+def test_a_live_server_gives_the_same_markdown(
+    session: Session, reference: Body, database_url: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bodies, _ = combine_slowed(reference)
+    report = str([ingest(session, b) for b in bodies][-1])
+    shown = ["--format", "markdown", "--base-url", "https://moescope.example"]
+    assert main(["regressions", report, *shown, "--database-url", database_url]) == 1
+    from_database = capsys.readouterr().out
+    with live_server(database_url, tmp_path) as server:
+        assert main(["regressions", report, *shown, "--url", server.url]) == 1
+        assert capsys.readouterr().out == from_database
+        assert main(["regressions", report, "--fail-on", "none", "--url", server.url]) == 0
