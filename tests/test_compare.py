@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from app.services.comparison import compare_reports, default_pair, pair_verdict
 from app.services.history import case_history
 from ingest.attribution import attribute
+from ingest.grouping import Flagged, group_flagged
 from ingest.regressions import Settings
 
 Body = dict[str, Any]
@@ -147,3 +148,23 @@ def test_attribution_without_phases_names_nothing() -> None:
     hair = attribute({"phaseMS": {"dispatch": 1.0, "experts": 2.0, "combine": 1.0}},
                      {"phaseMS": {"dispatch": 0.999, "experts": 2.0, "combine": 1.0}})
     assert "dispatch +0 %" in hair.text()
+
+
+def test_grouping_names_what_each_group_shares() -> None:
+    def case(i: int, precision: str, ep: int, F: int = 3072) -> dict[str, Any]:  # noqa: N803
+        return {"id": f"c{i}", "mode": "inference", "precision": precision,
+                "pipeline": "mega", "category": "single_layer", "ep": ep, "F": F,
+                "imbalance": 1.0}
+
+    cases = [case(0, "nvfp4", 64), case(1, "nvfp4", 64, 1536), case(2, "nvfp4", 8),
+             case(3, "mxfp8", 64), case(4, "mxfp8", 64)]
+    flagged = [Flagged(cases[0], "regression", 12.0), Flagged(cases[1], "regression", 16.5),
+               Flagged(cases[3], "regression", 30.0), Flagged(cases[4], "improvement", -9.0)]
+    groups = group_flagged(flagged, cases)
+    assert [g.text() for g in groups] == [
+        # Two of the three nvfp4 cases: both EP64, which names the group (and both of the
+        # report's nvfp4 EP64 cases moved, so no "of").
+        "2 inference nvfp4 mega single_layer EP64 i1 cases: +12.0 % to +16.5 % (regression)",
+        "1 of 2 inference mxfp8 mega single_layer EP64 F3072 i1 cases: +30.0 % (regression)",
+        "1 of 2 inference mxfp8 mega single_layer EP64 F3072 i1 cases: -9.0 % (improvement)",
+    ]
