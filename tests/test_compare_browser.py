@@ -119,3 +119,19 @@ def test_case_page_shows_its_verdict(
     driver.save_screenshot(str(SCREENSHOTS / "case-verdict-screen-top.png"))
     shot(driver, "case-verdict-screen")
     assert printed(driver, "case-verdict-print") >= 1
+
+
+def test_report_page_shows_host_and_compare_with_previous(
+    page: Callable[[str], WebDriver], server: tuple[LiveServer, dict[str, Any]]
+) -> None:
+    ids = server[1]["ids"]
+    driver = page(f"/reports/{ids[-1]}")
+    line = wait_for(driver, lambda d: d.find_elements(By.ID, "report-provenance"),
+                    "the host line")[0]
+    assert "driver 580.159" in line.text and "NCCL 2.27.7" in line.text
+    driver.find_element(By.ID, "report-compare-previous").click()
+    wait_for(driver, lambda d: "compare-ratio" in drawn(d), "the compare page's chart")
+    assert driver.current_url.endswith(f"/compare?base={ids[-2]}&head={ids[-1]}")
+    driver.get(driver.current_url.split("/compare")[0] + f"/reports/{ids[-1]}")
+    wait_for(driver, lambda d: d.find_elements(By.ID, "report-provenance"), "the host line")
+    driver.save_screenshot(str(SCREENSHOTS / "report-host-top.png"))

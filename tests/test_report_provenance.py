@@ -66,6 +66,12 @@ def test_moved_cases_are_grouped_and_follow_the_filter(
     assert len(groups) == 2 and groups[0].startswith("9 inference nvfp4 mega cases: +")
     assert groups[1].startswith(f"1 {bf16['mode']} bf16 standard")
     assert find(page, "report-moved-in-view") is None  # every moved case is in view
+    # Each moved case names its phase: combine for the nine, none moved alone for the bf16
+    # case (slowed as a whole, its phases as they were).
+    rows = find(page, "report-moved-list").children[-1].children[1].children
+    why = {texts(r.children[1])[0]: texts(r.children[-1])[0] for r in rows}
+    assert all(why[c].startswith("combine +") for c in slowed)
+    assert not why[bf16["id"]].startswith("combine")
 
     # Filtered to bf16: the list shows the bf16 case alone, and says the others exist.
     filtered = pages["report"].layout(str(ids[-1]), precision="bf16")

@@ -11,6 +11,7 @@ from dash import dcc, html
 
 from app.dashboard.history_view import ReportMarks
 from app.figures import Case
+from ingest.attribution import Attribution
 from ingest.grouping import Flagged, group_flagged
 
 # Filled from the store of marks (see report.py's rowData callback): every row gets its
@@ -19,6 +20,14 @@ TREND_COLUMN: dict[str, Any] = {
     "field": "historyChange", "headerName": "vs history %", "cellRenderer": "HistoryTrend",
     "filter": "agNumberColumnFilter", "minWidth": 120,
 }
+
+
+def add_why(marks: dict[str, dict[str, Any]], why: Mapping[str, Attribution]) -> None:
+    """Each flagged case's mark gets ``historyWhy``: the phase or GPU-state change that
+    explains it (kept in the page's store, so the filter callback redraws it too)."""
+    for case_id, attribution in why.items():
+        if case_id in marks and attribution.text():
+            marks[case_id]["historyWhy"] = attribution.text()
 
 
 def _flagged_in_view(marks: Mapping[str, Mapping[str, Any]],
@@ -45,6 +54,7 @@ def moved_list(marks: Mapping[str, Mapping[str, Any]], cases: Sequence[Case]) ->
         html.Td(f"{m['historyChange']:+.1f} %"),
         html.Td(f"{m['historyBaseline']:.4g} ms, median of {m['historyBaselinePoints']}"),
         html.Td(f"{m['historyNoise']:.1f} %"),
+        html.Td(m.get("historyWhy") or "no phases or GPU state to compare"),
     ]) for c, m in flagged]
     in_view = ("" if len(flagged) == everywhere
                else f"{len(flagged)} of the {everywhere} moved cases are in view.")
@@ -53,7 +63,8 @@ def moved_list(marks: Mapping[str, Mapping[str, Any]], cases: Sequence[Case]) ->
         html.Ul([html.Li(g.text()) for g in groups], id="report-moved-groups"),
         html.Table([
             html.Thead(html.Tr([html.Th(h) for h in (
-                "verdict", "case (its history)", "layer time change", "baseline", "noise")])),
+                "verdict", "case (its history)", "layer time change", "baseline", "noise",
+                "why: phases, GPU state")])),
             html.Tbody(rows)], className="grid-table"),
     ]
 

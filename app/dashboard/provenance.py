@@ -38,4 +38,4 @@ def provenance_line(meta: Mapping[str, Any], report_id: int, previous: int | Non
                if previous is not None else
                html.Span("first report of its series (GPU and shape)", className="muted",
                          id="report-compare-previous"))
-    return html.Div([*shown, compare], className="facts", id="report-provenance")
+    return html.Div([*shown, html.Span(compare)], className="facts", id="report-provenance")

@@ -64,3 +64,15 @@ def earlier_payloads(session: Session, report_id: int, case_ids: Collection[str]
     for case_id, payload in rows:
         found.setdefault(case_id, []).append(payload)
     return found
+
+
+def case_payloads(session: Session, report_id: int,
+                  case_ids: Collection[str]) -> dict[str, dict[str, Any]]:
+    """Some cases of one report, as posted."""
+    if not case_ids:
+        return {}
+    rows = session.execute(
+        select(CaseRow.case_id, CaseRow.payload)
+        .where(CaseRow.report_id == report_id, CaseRow.case_id.in_(list(case_ids)))
+    ).all()
+    return {str(case_id): dict(payload) for case_id, payload in rows}

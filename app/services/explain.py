@@ -49,19 +49,24 @@ def baseline_case(earlier: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"phaseMS": median_phases(earlier), "gpuState": baseline_gpu_state(earlier)}
 
 
-def explain(session: Session, result: ReportVerdicts) -> Explanation:
-    flagged = result.flagged
-    ids = [item.case_id for item in flagged]
+def attributions(session: Session, result: ReportVerdicts) -> dict[str, Attribution]:
+    """Why each flagged case of the report moved, against its baseline."""
+    ids = [item.case_id for item in result.flagged]
     earlier = pairs_repo.earlier_payloads(session, result.report_id, ids,
                                           result.settings.window)
+    newest = pairs_repo.case_payloads(session, result.report_id, ids)
+    return {case_id: attribute(baseline_case(earlier.get(case_id, [])), newest[case_id])
+            for case_id in ids}
+
+
+def explain(session: Session, result: ReportVerdicts) -> Explanation:
+    flagged = result.flagged
     cases = {c["id"]: c for c in case_service.view_cases(session, result.report_id)} \
         if flagged else {}
-    attributions = {case_id: attribute(baseline_case(earlier.get(case_id, [])), cases[case_id])
-                    for case_id in ids}
     groups = group_flagged(
         [Flagged(cases[i.case_id], i.verdict.status, i.verdict.change_percent or 0.0)
          for i in flagged], list(cases.values()))
-    return Explanation(attributions, groups,
+    return Explanation(attributions(session, result), groups,
                        pairs_repo.previous_report(session, result.report_id))
 
 

@@ -34,6 +34,7 @@ from app.dashboard.components import (
     table,
 )
 from app.services import comparison
+from app.services.explain import attributions
 from ingest.derived import report_notes
 
 dash.register_page(__name__, path_template="/reports/<report_id>",
@@ -133,6 +134,7 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
             if rid is None:
                 raise NotFound(f"report {report_id} does not exist")
             marks = history_view.report_marks(session, rid)
+            moved_cases.add_why(marks.marks, attributions(session, marks.verdicts))
             view = report_view.report_view(session, rid, filters.filters_from_query(query),
                                            history_view.hover_marks(marks.marks))
             previous = comparison.previous_report(session, rid)
