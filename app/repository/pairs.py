@@ -9,7 +9,9 @@ from typing import Any
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
+from app.case_fields import FIELDS
 from app.models import CaseRow, ReportRow
+from app.repository.cases import column
 from app.repository.history import HISTORY_ORDER, report_position
 
 
@@ -76,3 +78,15 @@ def case_payloads(session: Session, report_id: int,
         .where(CaseRow.report_id == report_id, CaseRow.case_id.in_(list(case_ids)))
     ).all()
     return {str(case_id): dict(payload) for case_id, payload in rows}
+
+
+def case_dimensions(session: Session, report_id: int) -> list[dict[str, Any]]:
+    """Every case of the report by its configuration fields only (id, mode, ep, precision,
+    pipeline, category, F, imbalance), read from their columns: what grouping needs, without
+    decoding each case's JSON."""
+    fields = [f for f in FIELDS if f.wire == "id" or f.filterable]
+    rows = session.execute(
+        select(*[column(f) for f in fields]).where(CaseRow.report_id == report_id)
+        .order_by(CaseRow.position)
+    ).all()
+    return [dict(zip([f.wire for f in fields], row, strict=True)) for row in rows]

@@ -14,7 +14,6 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.repository import pairs as pairs_repo
-from app.services import cases as case_service
 from app.services.history import ReportVerdicts, history_path, report_regressions
 from ingest.attribution import Attribution, attribute, median_phases
 from ingest.grouping import Flagged, Group, group_flagged
@@ -61,7 +60,7 @@ def attributions(session: Session, result: ReportVerdicts) -> dict[str, Attribut
 
 def explain(session: Session, result: ReportVerdicts) -> Explanation:
     flagged = result.flagged
-    cases = {c["id"]: c for c in case_service.view_cases(session, result.report_id)} \
+    cases = {c["id"]: c for c in pairs_repo.case_dimensions(session, result.report_id)} \
         if flagged else {}
     groups = group_flagged(
         [Flagged(cases[i.case_id], i.verdict.status, i.verdict.change_percent or 0.0)
