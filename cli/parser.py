@@ -93,8 +93,16 @@ def build_parser() -> argparse.ArgumentParser:
     regressions.add_argument("--window", type=_at_least_min_points, default=DEFAULT_WINDOW,
                              metavar="N", help="earlier points in the baseline "
                                                "(default %(default)d)")
-    regressions.add_argument("--json", action="store_true",
-                             help="one JSON object per flagged case")
+    regressions.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                             help="text (default), JSON lines (one per flagged case), or a "
+                                  "Markdown summary for a pull-request comment")
+    regressions.add_argument("--json", action="store_true", help="the same as --format json")
+    regressions.add_argument("--fail-on", choices=("regression", "any", "none"),
+                             default="regression",
+                             help="exit 1 on a regression (default), on any flagged change, "
+                                  "or never")
+    regressions.add_argument("--base-url", metavar="URL",
+                             help="the dashboard's address, for links in --format markdown")
     regressions.add_argument("--url", help="ask this moescope server instead of the database")
     regressions.add_argument("--token", help="read token for --url (or MOESCOPE_TOKEN)")
     _database_option(regressions)

@@ -19,10 +19,10 @@ from sqlalchemy.orm import Session
 
 from app import figures
 from app.case_fields import CaseFilter
-from app.dashboard import comparison, filters, links
+from app.dashboard import filters, links
 from app.main import create_app
 from app.repository import cases as cases_repo
-from app.services import case_table, chart_panels, report_list, report_view
+from app.services import case_table, chart_panels, comparison, report_list, report_view
 from app.services import cases as case_service
 from app.services import reports as report_service
 from app.services.cases import case_out
@@ -194,11 +194,10 @@ def test_report_view_over_the_cap_shows_the_banner_and_keeps_every_row(
     assert named["report-cap-banner.hidden"] is True  # 18 bf16 cases: all charted
 
 
-def test_change_verdicts() -> None:
-    assert comparison.change(10.0, 11.0, higher_is_better=False).verdict == "regression"
-    assert comparison.change(10.0, 11.0, higher_is_better=True).verdict == "improvement"
-    assert comparison.change(10.0, 10.4, higher_is_better=True).verdict == ""
-    assert comparison.change(None, 1.0, higher_is_better=True).percent is None
+def test_change_percent() -> None:
+    assert comparison.Change(10.0, 11.0).percent == pytest.approx(10.0)
+    assert comparison.Change(None, 1.0).percent is None
+    assert comparison.change_text(comparison.Change(10.0, 11.0)) == "10 → 11 (+10.0 %)"
 
 
 # --- against the database ----------------------------------------------------------------
@@ -401,24 +400,35 @@ def test_compare_matches_cases_and_flags_changes(
     head_raw["cases"].append(added)
     head = ingest(session, head_raw)
 
-    result = comparison.compare(case_service.view_cases(session, base),
-                                case_service.view_cases(session, head))
+    result = comparison.compare_reports(session, base, head)
     assert result.only_base == [gone["id"]] and result.only_head == ["new-case"]
-    by_id = {r["id"]: r["changes"] for r in result.rows}
+    by_id = {r.case_id: r for r in result.rows}
     assert len(by_id) == 62
-    assert by_id[slower["id"]]["layerMS"].verdict == "regression"
-    assert by_id[slower["id"]]["layerMS"].percent == pytest.approx(10.0)
-    assert by_id[faster["id"]]["usefulTFPerGPU"].verdict == "improvement"
-    assert by_id[faster["id"]]["percentOfPeak"].verdict == "improvement"
-    assert by_id[reference["cases"][5]["id"]]["layerMS"].verdict == ""
+    # Two reports of one series, no history of 3 points: judged against the base alone,
+    # with the larger window spread as the noise.
+    assert {r.basis for r in result.rows} == {"pair"}
+    assert by_id[slower["id"]].verdict.status == "regression"
+    assert by_id[slower["id"]].changes["layerMS"].percent == pytest.approx(10.0)
+    # The verdict is the layer time's: a throughput edited alone moves no verdict.
+    assert by_id[faster["id"]].verdict.status == "unchanged"
+    assert by_id[faster["id"]].changes["usefulTFPerGPU"].percent == pytest.approx(20.0)
+    assert by_id[reference["cases"][5]["id"]].verdict.status == "unchanged"
 
     view, search = pages["compare"].choose(base, head)
     assert search == f"?base={base}&head={head}"
-    # Cases, not fields: the faster case improves in throughput and in % of peak.
-    assert "62 matched case(s); 1 with a regression and 1 with an improvement over 5 %." \
-        in texts(view)
+    assert ("62 matched case(s): 1 regression(s), 0 improvement(s), 61 unchanged, 0 with too "
+            "little history; judged each case against the base alone (threshold and the two "
+            "runs' window spread), past 5 % and past the noise.") in texts(view)
+    assert texts(find(view, "compare-groups")) == [
+        f"1 inference bf16 standard single_layer EP8 F3072 i1 case: "
+        f"{by_id[slower['id']].verdict.change_percent:+.1f} % (regression)"]
+    assert find(view, "compare-ratio").figure["layout"]["yaxis"]["type"] == "log"
     assert find(view, "compare-export-link").href == (
         f"/api/v1/compare/export.html?base={base}&head={head}")
+    # Without ids: the newest report against the previous report of its series.
+    default = pages["compare"].layout()
+    assert find(default, "compare-base").value == base
+    assert find(default, "compare-head").value == head
 
     # The pickers tell the runs apart; a report that does not exist is named, not dropped.
     labels = [o["label"] for o in report_list.report_options(session)]
@@ -495,7 +505,10 @@ def test_runner_fields_round_trip_and_show_on_the_case_page(
     shown = texts(find(page, "case-fields"))
     for key in RUNNER_FIELDS:
         assert key in shown, key
-    assert "612.5" in shown and any("sw_power_cap" in t for t in shown)
+    # In their units: GB/s, and the GPU state in words.
+    assert "612.5 GB/s" in shown and any("throttle: sw_power_cap" in t for t in shown)
+    assert "SM clock 1755–1980 MHz, power ≤ 688 W, ≤ 71 °C, throttle: sw_power_cap " \
+        "(42 samples)" in shown
     bars = find(page, "case-graph-phases").figure["data"][0]
     assert list(bars["x"]) == ["dispatch", "experts", "combine", "layer (forward)"]
     assert list(bars["y"])[:3] == [0.21875, 1.3125, 0.40625]

@@ -351,22 +351,31 @@ def test_compare_export_route_and_cli(
         f'attachment; filename="moescope-compare-{ids[0]}-{ids[1]}.html"')
     root = parse(response.text)
     matched = len(reference["cases"]) - 1
-    assert root.by_id("export-compare-summary").text == (
-        f"{matched} matched case(s); 1 with a regression and 0 with an improvement over 5 %.")
+    assert root.by_id("export-compare-summary").text.startswith(
+        f"{matched} matched case(s): 1 regression(s), 0 improvement(s), {matched - 1} "
+        "unchanged, 0 with too little history; judged each case against the base alone")
     rows = table_rows(root.by_id("export-compare-table"))
-    assert rows[0] == ["case", "layer time ms", "useful TFLOP/s", "% of peak",
-                       "allocated peak GiB"]
+    assert rows[0] == ["case", "verdict (layer time)", "why: phases, GPU state", "time",
+                       "throughput", "bandwidth", "memory", "phases", "GPU state"]
     first = rows[1]  # regressions first
     assert first[0] == slower["id"]
-    assert first[1].endswith("(+25.0 %)") and first[2].endswith("(-20.0 %)")
+    assert first[1].startswith("regression +25.0 % (noise ") and first[1].endswith("vs base)")
+    base_ms = reference["cases"][5]["layerMS"]
+    assert first[3].startswith(f"layer {base_ms:.3g} → {base_ms * 1.25:.3g} ms (+25.0 %)")
+    assert " TFLOP/s (-20.0 %)" in first[4]
+    assert [li.text for li in root.by_id("export-compare-groups").find_all("li")] == [
+        f"1 {slower['mode']} {slower['precision']} {slower['pipeline']} {slower['category']} "
+        f"EP{slower['ep']} F{slower['F']} i{slower['imbalance']:g} case: +25.0 % (regression)"]
     assert [li.text for li in root.by_id("export-only-base").find_all("li")] == [dropped["id"]]
     assert [li.text for li in root.by_id("export-only-head").find_all("li")] == [
         "new <i>case</i>"]
     assert "head <b>run</b>" in root.by_id("export-reports").text
-    # No chart, so no script: the policy allows none.
-    assert not root.find_all("script")
+    provenance = table_rows(root.by_id("export-provenance-table"))
+    assert ["runId", "(absent)", "head <b>run</b>"] in provenance
+    # The ratio chart is drawn by the inline scripts the policy names by hash.
+    assert root.by_id("chart-ratio") is not None
     csp = root.find_all("meta", **{"http-equiv": "Content-Security-Policy"})[0].attrs["content"]
-    assert "script-src 'none';" in csp and "default-src 'none';" in csp
+    assert "default-src 'none';" in csp and "'sha256-" in csp.split("script-src")[1]
     footer = root.by_id("export-footer").text
     for report_id in ids:
         source = client.get(f"/api/v1/reports/{report_id}/report.json").content

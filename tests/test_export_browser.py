@@ -180,8 +180,28 @@ def test_compare_export_opens_offline(browser: WebDriver, exports: dict[str, Pat
     assert browser.execute_script(
         "return document.getElementById('export-only-head').textContent"
     ) == "<script>window.__pwned = 4</script>case"
+    # The ratio chart is drawn, and the table is as wide as the page, each column a
+    # readable width (it was 1 px wide: fixed layout without column widths).
+    assert browser.execute_script(
+        "return document.querySelectorAll('#chart-ratio .main-svg').length") > 0
+    table_width, main_width, narrowest = browser.execute_script(
+        "const t = document.getElementById('export-compare-table');"
+        "const cells = Array.from(t.querySelectorAll('thead th'));"
+        "return [t.getBoundingClientRect().width,"
+        " document.querySelector('main').clientWidth,"
+        " Math.min(...cells.map(c => c.getBoundingClientRect().width))];")
+    assert table_width > 0.9 * (main_width - 48) and narrowest > 80
     assert console_errors(browser) == []
     screenshot(browser, "compare")
+
+    printed = browser.execute_cdp_cmd("Page.printToPDF", {
+        "printBackground": True, "preferCSSPageSize": True})
+    (OUT / "compare.pdf").write_bytes(base64.b64decode(printed["data"]))
+    if shutil.which("pdftoppm"):
+        for old in OUT.glob("compare-page-*.png"):
+            old.unlink()
+        subprocess.run(["pdftoppm", "-r", "70", "-png", str(OUT / "compare.pdf"),
+                        str(OUT / "compare-page")], check=True)
 
 
 def _pdf_pages(pdf: bytes) -> int:

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, create_model
 
 from app.api.enums import RegressionKind, Verdict
+from app.services.explain import Explanation
 from app.services.history import (
     CaseHistory,
     CaseVerdict,
@@ -15,11 +16,44 @@ from app.services.history import (
     history_path,
     point_dict,
 )
+from ingest.attribution import Attribution
+from ingest.grouping import Group
 from ingest.regressions import Status
 
 
 class Out(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class PhaseChangeOut(Out):
+    phase: str
+    baseMS: float
+    headMS: float
+    changePercent: float
+
+
+class AttributionOut(Out):
+    """Why the case moved: its phases against its baseline's median phases (the one that
+    moved most in ms first) and GPU-state changes, in words in ``text``."""
+
+    text: str
+    topPhase: str | None
+    phases: list[PhaseChangeOut]
+    gpuState: list[str]
+
+
+class GroupOut(Out):
+    """Flagged cases that share dimensions: ``text`` is '9 inference nvfp4 mega cases:
+    +15.0 % to +19.0 % (regression)'."""
+
+    status: RegressionKind
+    label: str
+    shared: dict[str, Any]
+    caseIds: list[str]
+    lowPercent: float
+    highPercent: float
+    ofTotal: int | None
+    text: str
 
 
 class Regression(Out):
@@ -31,6 +65,7 @@ class Regression(Out):
     baselinePoints: int
     noisePercent: float
     historyUrl: str
+    attribution: AttributionOut | None = None
 
 
 # How many of the report's cases got each verdict, flagged or not: one count per verdict.
@@ -46,9 +81,20 @@ class ReportRegressions(Out):
     window: int
     items: list[Regression]
     counts: VerdictCounts
+    groups: list[GroupOut] = []
+    # The series' report before this one (compare's default base), if any.
+    previousReportId: int | None = None
 
 
-def regression_out(item: CaseVerdict, gpu: str, series: str) -> Regression:
+def group_out(group: Group) -> GroupOut:
+    assert group.status in ("regression", "improvement")
+    return GroupOut(status=group.status, label=group.label, shared=group.shared,
+                    caseIds=group.case_ids, lowPercent=group.low_percent,
+                    highPercent=group.high_percent, ofTotal=group.of_total, text=group.text())
+
+
+def regression_out(item: CaseVerdict, gpu: str, series: str,
+                   attribution: Attribution | None = None) -> Regression:
     v = item.verdict
     assert v.status in ("regression", "improvement")
     assert v.change_percent is not None and v.baseline is not None
@@ -58,10 +104,13 @@ def regression_out(item: CaseVerdict, gpu: str, series: str) -> Regression:
         changePercent=v.change_percent,
         baseline=v.baseline, baselinePoints=v.baseline_points, noisePercent=v.noise_percent,
         historyUrl=history_path(item.case_id, gpu, series),
+        attribution=None if attribution is None else AttributionOut.model_validate(
+            attribution.as_dict()),
     )
 
 
-def report_regressions_out(result: ReportVerdicts) -> ReportRegressions:
+def report_regressions_out(result: ReportVerdicts,
+                           explanation: Explanation | None = None) -> ReportRegressions:
     counts: dict[Status, int] = dict.fromkeys(
         ("regression", "improvement", "unchanged", "insufficient_history"), 0)
     for item in result.items:
@@ -69,8 +118,12 @@ def report_regressions_out(result: ReportVerdicts) -> ReportRegressions:
     return ReportRegressions(
         reportId=result.report_id, thresholdPercent=result.settings.threshold_percent,
         window=result.settings.window,
-        items=[regression_out(i, result.gpu, result.series) for i in result.flagged],
+        items=[regression_out(i, result.gpu, result.series,
+                              explanation.attributions.get(i.case_id) if explanation else None)
+               for i in result.flagged],
         counts=VerdictCounts(**counts),
+        groups=[group_out(g) for g in explanation.groups] if explanation else [],
+        previousReportId=explanation.previous_report_id if explanation else None,
     )
 
 

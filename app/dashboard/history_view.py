@@ -95,6 +95,11 @@ def report_marks(session: Session, report_id: int) -> ReportMarks:
                                                             result.series)}
         if item.verdict.change_percent is not None:
             mark["historyChange"] = round(item.verdict.change_percent, 2)
+        if item.verdict.flagged:
+            # What the moved-cases list shows, redrawn from the store when the filter changes.
+            mark.update(historyBaseline=item.verdict.baseline,
+                        historyBaselinePoints=item.verdict.baseline_points,
+                        historyNoise=item.verdict.noise_percent)
         marks[item.case_id] = mark
     return ReportMarks(result, marks)
 

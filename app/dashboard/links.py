@@ -27,3 +27,7 @@ def report_export_href(report_id: int, filters: CaseFilter) -> str:
 
 def compare_export_href(base: int, head: int) -> str:
     return f"/api/v1/compare/export.html?base={int(base)}&head={int(head)}"
+
+
+def compare_href(base: int, head: int) -> str:
+    return f"/compare?base={int(base)}&head={int(head)}"

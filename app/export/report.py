@@ -16,6 +16,7 @@ from app.services.history import CaseVerdict, ReportVerdicts
 from app.services.matrix import build_matrix
 from app.services.report_view import ReportView
 from ingest.derived import CAVEAT_MEANINGS, report_notes
+from ingest.grouping import Flagged, group_flagged
 from ingest.regressions import MAD_TO_SIGMA, Settings
 
 
@@ -51,16 +52,21 @@ class AgainstHistory:
     judged: int
     flagged: list[CaseVerdict]
     settings: Settings
+    groups: list[str]  # the flagged cases in view grouped by the dimensions they share
 
 
 def against_history(view: ReportView, verdicts: ReportVerdicts) -> AgainstHistory | None:
     """None when no case in view has history to be judged against: no section."""
-    in_view = {case["id"] for case in view.cases}
+    in_view = {case["id"]: case for case in view.cases}
     items = [i for i in verdicts.items if i.case_id in in_view]
     judged = sum(1 for i in items if i.verdict.status != "insufficient_history")
     if not judged:
         return None
-    return AgainstHistory(judged, [i for i in items if i.verdict.flagged], verdicts.settings)
+    flagged = [i for i in items if i.verdict.flagged]
+    groups = group_flagged([Flagged(in_view[i.case_id], i.verdict.status,
+                                    i.verdict.change_percent or 0.0) for i in flagged],
+                           view.cases)
+    return AgainstHistory(judged, flagged, verdicts.settings, [g.text() for g in groups])
 
 
 def report_html(view: ReportView, footer: Footer, verdicts: ReportVerdicts | None = None

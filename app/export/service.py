@@ -11,6 +11,7 @@ from app.case_fields import CaseFilter
 from app.export.compare import compare_html
 from app.export.footer import make_footer
 from app.export.report import report_html
+from app.services.comparison import compare_reports
 from app.services.history import report_regressions
 from app.services.report_json import report_json_bytes
 from app.services.report_view import ReportCache, report_view
@@ -37,5 +38,6 @@ def export_compare(session: Session, base_id: int, head_id: int, *,
     base, head = reports.report(session, base_id), reports.report(session, head_id)
     footer = make_footer([(base_id, report_json_bytes(session, base_id)),
                           (head_id, report_json_bytes(session, head_id))], now)
+    result = compare_reports(session, base_id, head_id)
     return Export(f"moescope-compare-{base_id}-{head_id}.html",
-                  compare_html(base, head, footer))
+                  compare_html(base.header, head.header, result, footer))

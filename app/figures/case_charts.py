@@ -81,6 +81,10 @@ def case_phases_spec(case: CaseDict) -> Spec:
 
 
 def case_specs(case: CaseDict) -> dict[str, Spec]:
-    return {"windows": case_windows_spec(case), "receive-rows": case_receive_rows_spec(case),
-            "memory": case_memory_spec(case), "saved-bytes": case_saved_bytes_spec(case),
-            "phases": case_phases_spec(case)}
+    """The case's charts; saved activations only for training (inference saves none)."""
+    specs = {"windows": case_windows_spec(case), "receive-rows": case_receive_rows_spec(case),
+             "memory": case_memory_spec(case)}
+    if case.get("mode") != "inference":
+        specs["saved-bytes"] = case_saved_bytes_spec(case)
+    specs["phases"] = case_phases_spec(case)
+    return specs

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.models import ReportRow
+from app.repository import pairs as pairs_repo
 from app.repository import reports as reports_repo
 
 REPORT_LIST_LIMIT = 500
@@ -31,11 +32,14 @@ def latest_report_id(session: Session) -> int:
 
 def report_list(session: Session, q: str | None = None) -> list[dict[str, Any]]:
     rows, _ = report_page(session, limit=REPORT_LIST_LIMIT, offset=0, q=q or None)
+    previous = pairs_repo.previous_reports(session, [row.id for row in rows])
     return [{
         "id": row.id, "date": row.date, "gpu": row.gpu, "runId": row.run_id or "",
         "source": row.source or "",
         "caseCount": row.case_count, "bestPercentOfPeak": row.best_percent_of_peak,
         "ingestedAt": row.created_at.strftime("%Y-%m-%d %H:%M UTC"),
+        # The report before it in its series (same GPU and shape): compare's default base.
+        "previousId": previous.get(row.id),
     } for row in rows]
 
 

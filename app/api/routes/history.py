@@ -18,6 +18,7 @@ from app.api.history_schemas import (
 from app.api.params import ReportId, Text
 from app.api.responses import READ, errors
 from app.core.db import SessionDep
+from app.services.explain import explain
 from app.services.history import case_history, report_regressions
 from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_POINTS, Settings
 
@@ -34,9 +35,12 @@ def regressions(
     threshold: ThresholdPercent = DEFAULT_THRESHOLD_PERCENT, window: Window = DEFAULT_WINDOW,
 ) -> ReportRegressions:
     """Cases of the report whose layer time moved past the threshold and past the noise of
-    their series (``counts`` says how many were unchanged or had too little history)."""
+    their series (``counts`` says how many were unchanged or had too little history), each
+    with its ``attribution`` (the phase that moved most against the baseline's median
+    phases, GPU-state changes), and the flagged cases grouped by shared dimensions."""
     settings = Settings(threshold_percent=threshold, window=window)
-    return report_regressions_out(report_regressions(session, report_id, settings))
+    result = report_regressions(session, report_id, settings)
+    return report_regressions_out(result, explain(session, result))
 
 
 @router.get("/history", operation_id="get_history", responses={**READ, **errors(404)})

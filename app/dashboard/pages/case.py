@@ -1,4 +1,5 @@
-"""/reports/<id>/cases/<caseId> — every field of one case, its caveats, its charts."""
+"""/reports/<id>/cases/<caseId> — one case: its verdict against history, its caveats, its
+charts, every field in its unit."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from app import figures
 from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.dashboard import links
-from app.dashboard.components import GRAPH_CONFIG, not_found, parse_report_id, table
+from app.dashboard.components import GRAPH_CONFIG, not_found, parse_report_id
 from app.services import case_text
 from app.services import cases as case_service
+from app.services.explain import CaseAgainstHistory, case_against_history
 
 # Before the report page: its template would also match this longer path.
 dash.register_page(__name__, path_template="/reports/<report_id>/cases/<case_id>",
@@ -37,6 +39,7 @@ def layout(report_id: str | None = None, case_id: str | None = None, **_: Any) -
             if rid is None:
                 raise NotFound(f"report {report_id} does not exist")
             case = case_service.get_case(session, rid, cid)
+            history = case_against_history(session, rid, case)
         except NotFound as exc:
             return not_found(exc.detail)
     graphs = [html.Div(dcc.Graph(id=f"case-graph-{key}", figure=fig, config=GRAPH_CONFIG),
@@ -45,9 +48,38 @@ def layout(report_id: str | None = None, case_id: str | None = None, **_: Any) -
     return html.Div([
         html.Div(dcc.Link(f"← report {rid}", href=links.report_href(rid)), className="links"),
         html.H1(case["id"], id="case-id"),
+        html.H2("Against history"),
+        verdict_block(history),
         html.H2("Caveats"),
         caveat_list(case),
         html.Div(graphs, className="case-charts"),
         html.H2("Every field"),
-        table(["field", "value"], case_text.case_fields(case), id="case-fields"),
+        fields_table(case),
     ])
+
+
+def verdict_block(history: CaseAgainstHistory | None) -> html.Div:
+    """The case's verdict against its series (the report page's and the regressions
+    endpoint's), its change and noise, why it moved, and its history page."""
+    if history is None:
+        return html.Div("Not judged.", className="muted", id="case-verdict")
+    v = history.verdict
+    point = {"status": v.status, "changePercent": v.change_percent, "baseline": v.baseline,
+             "baselinePoints": v.baseline_points, "noisePercent": v.noise_percent}
+    why = history.attribution.text() if history.attribution else ""
+    return html.Div([
+        html.Span(figures.verdict_text(point), className=f"trend trend-{v.status}",
+                  id="case-verdict-text"),
+        *([html.Div(f"why: {why}", id="case-verdict-why")] if why else []),
+        html.Div(dcc.Link("its history", href=history.history_href, id="case-history-link"),
+                 className="links"),
+    ], id="case-verdict")
+
+
+def fields_table(case: dict[str, Any]) -> html.Table:
+    """Each value in its unit; the exact value as posted in the cell's tooltip."""
+    return html.Table([
+        html.Thead(html.Tr([html.Th("field"), html.Th("value")])),
+        html.Tbody([html.Tr([html.Td(key), html.Td(text, title=exact)])
+                    for key, text, exact in case_text.case_fields(case)]),
+    ], className="grid-table", id="case-fields")

@@ -1,4 +1,5 @@
-"""/compare?base=<id>&head=<id> — two reports matched by case id."""
+"""/compare?base=<id>&head=<id> — two reports matched by case id, each case judged as
+history judges it; without ids, the newest report against the previous one of its series."""
 
 from __future__ import annotations
 
@@ -9,20 +10,32 @@ from dash import Input, Output, callback, clientside_callback, dcc, html
 
 from app.core.db import session_scope
 from app.core.errors import NotFound
-from app.dashboard import comparison, links
-from app.dashboard.components import parse_report_id, table
-from app.services import cases as case_service
-from app.services import report_list
+from app.dashboard import links
+from app.dashboard.components import GRAPH_CONFIG, parse_report_id, table
+from app.figures import compare_charts
+from app.services import compare_text, comparison, report_list
 
 dash.register_page(__name__, path="/compare", title="moescope: compare", name="Compare",
                    order=3)  # type: ignore[no-untyped-call]
 
 
-def change_cell(change: comparison.Change) -> html.Td:
-    text = comparison.change_text(change)
-    if change.percent is None:
-        return html.Td(text)
-    return html.Td(text, className=change.verdict or "unchanged")
+def _lines(lines: list[str]) -> list[Any]:
+    out: list[Any] = []
+    for i, line in enumerate(lines):
+        out.extend([html.Br()] if i else [])
+        out.append(line)
+    return out
+
+
+def case_row(head: int, row: comparison.CaseComparison) -> html.Tr:
+    cells = compare_text.case_cells(row)
+    return html.Tr([
+        html.Td(dcc.Link(cells.case_id, href=links.case_href(head, cells.case_id)),
+                className="case-id"),
+        html.Td(cells.verdict, className=cells.status),
+        html.Td(cells.why),
+        *[html.Td(_lines(lines), className="family") for lines in cells.families],
+    ])
 
 
 def comparison_view(base: int | None, head: int | None) -> html.Div:
@@ -30,22 +43,37 @@ def comparison_view(base: int | None, head: int | None) -> html.Div:
         return html.Div("Choose a base and a head report.", className="muted")
     with session_scope() as session:
         try:
-            result = comparison.compare(case_service.view_cases(session, base),
-                                  case_service.view_cases(session, head))
+            result = comparison.compare_reports(session, base, head)
         except NotFound as exc:
             return html.Div(exc.detail, className="muted")
-    header = ["case", *[label for _, label, _ in comparison.COMPARED]]
-    body = html.Tbody([
-        html.Tr([html.Td(dcc.Link(row["id"], href=links.case_href(head, row["id"]))),
-                 *[change_cell(row["changes"][name]) for name, _, _ in comparison.COMPARED]])
-        for row in comparison.ranked(result.rows)
-    ])
+    chart = compare_charts.ratio_spec(comparison.ratio_points(result),
+                                      result.settings.threshold_percent, base, head)
+    provenance: Any = (
+        table(compare_text.PROVENANCE_COLUMNS, compare_text.provenance_rows(result),
+              id="compare-provenance")
+        if result.provenance else html.P("No meta field differs.", className="muted",
+                                         id="compare-provenance"))
+    groups = compare_text.group_lines(result)
     return html.Div([
-        html.P(comparison.summary_text(result), id="compare-summary"),
+        html.H2("What differs in provenance"),
+        provenance,
+        html.H2("Verdict"),
+        html.P(compare_text.series_line(result), className="muted", id="compare-series"),
+        html.P(result.summary_text(), id="compare-summary"),
+        html.Ul([html.Li(g) for g in groups], id="compare-groups") if groups else
+        html.P("No case moved past its threshold and noise.", className="muted",
+               id="compare-groups"),
         html.Div(html.A("Export HTML", href=links.compare_export_href(base, head),
                         id="compare-export-link"), className="links"),
-        html.Table([html.Thead(html.Tr([html.Th(h) for h in header])), body],
-                   className="grid-table", id="compare-table"),
+        dcc.Graph(id="compare-ratio", figure=chart, config=GRAPH_CONFIG),
+        html.H2("Geometric-mean change per mode, precision and pipeline"),
+        table(compare_text.GEOMEAN_COLUMNS, compare_text.geomean_rows(result),
+              id="compare-geomeans"),
+        html.H2("Matched cases (regressions first)"),
+        html.Div(html.Table([
+            html.Thead(html.Tr([html.Th(h) for h in compare_text.CASE_COLUMNS])),
+            html.Tbody([case_row(head, row) for row in result.rows]),
+        ], className="grid-table compare-table", id="compare-table"), className="table-scroll"),
         html.H3(f"Only in base #{base} ({len(result.only_base)})"),
         table(["case"], [[c] for c in result.only_base], id="compare-only-base"),
         html.H3(f"Only in head #{head} ({len(result.only_head)})"),
@@ -57,6 +85,9 @@ def layout(base: str | None = None, head: str | None = None, **_: Any) -> html.D
     with session_scope() as session:
         options = report_list.report_options(session)
     b, h = parse_report_id(base) if base else None, parse_report_id(head) if head else None
+    if base is None and head is None:
+        with session_scope() as session:
+            b, h = comparison.default_pair(session) or (None, None)
     # A requested report the pickers cannot hold would just vanish from them: say so.
     known = {o["value"] for o in options}
     missing = [f"{role} report {raw} does not exist" for role, raw, rid in

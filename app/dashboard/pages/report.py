@@ -22,6 +22,7 @@ from app.dashboard import (
     links,
     matrix_table,
     moved_cases,
+    provenance,
     report_cache,
     summary_table,
 )
@@ -34,7 +35,8 @@ from app.dashboard.components import (
     style_legend,
     table,
 )
-from app.services import case_table, chart_panels, report_view
+from app.services import case_table, chart_panels, comparison, report_view
+from app.services.explain import attributions
 from app.services.matrix import build_matrix, report_matrix
 from ingest.derived import report_notes
 
@@ -165,12 +167,14 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
             if rid is None:
                 raise NotFound(f"report {report_id} does not exist")
             marks = history_view.report_marks(session, rid)
+            moved_cases.add_why(marks.marks, attributions(session, marks.verdicts))
             data = report_cache().report(session, rid)
             problems = filter_options.url_problems(query, data.facets)
             chosen = filter_options.known_filters(filters.filters_from_query(query),
                                                   data.facets)
             view = report_view.report_view(report_cache(), session, rid, chosen,
                                            history_view.hover_marks(marks.marks))
+            previous = comparison.previous_report(session, rid)
         except NotFound as exc:
             return not_found(exc.detail)
     hint = filter_options.empty_hint(data.cases, chosen)
@@ -180,6 +184,7 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         dcc.Store(id="report-search", data=filters.search_from_filters(view.filters)),
         dcc.Store(id="report-search-applied"),
         header(view.header, links.report_export_href(rid, view.filters)),
+        provenance.provenance_line(view.meta, rid, previous),
         html.Div([html.P(p) for p in problems], id="report-url-problems",
                  className="url-problems", hidden=not problems),
         filter_controls(filter_options.all_options(data.facets, data.cases, chosen), chosen),
@@ -191,7 +196,7 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         html.Details([html.Summary("Summary per mode x precision x pipeline"),
                       html.Div(summary_table.summary_table(view.cases), id="report-summary")],
                      open=True, className="summary-section"),
-        moved_cases.moved_cases_section(marks),
+        moved_cases.moved_cases_section(marks, view.cases),
         html.Div(style_legend(view.charted), id="report-legend", className="style-legend"),
         # An empty view draws no empty axes: the hint above says what to relax.
         html.Div(chart_rows(view.panels), id="report-charts", hidden=bool(hint)),
@@ -217,7 +222,7 @@ OUTPUTS = [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS] + 
     Output("report-rows", "data"), Output("report-count", "children"),
     Output("report-cap-banner", "children"), Output("report-cap-banner", "hidden"),
     Output("report-search", "data"), Output("report-legend", "children"),
-    Output("report-export-link", "href"),
+    Output("report-export-link", "href"), Output("report-moved-list", "children"),
     Output("report-empty", "children"), Output("report-empty", "hidden"),
     Output("report-url-problems", "hidden"), Output("report-charts", "hidden"),
     Output("report-summary", "children"), Output("report-caveat-list", "children"),
@@ -244,6 +249,7 @@ def refilter(*args: Any) -> list[Any]:
             view.rows, view.count_text, view.banner, not view.banner,
             filters.search_from_filters(view.filters),
             style_legend(view.charted), links.report_export_href(report_id, view.filters),
+            moved_cases.moved_list(marks or {}, view.cases),
             hint, not hint, True, bool(hint), summary_table.summary_table(view.cases),
             caveat_list.caveat_list(report_id, view.cases),
             *(bool(p.absent) for p in view.panels), absent_lines(view.panels),

@@ -32,11 +32,14 @@ def reports_table(rows: list[dict[str, Any]]) -> html.Div | html.Table:
         return html.Div("No report matches the search.", className="muted")
     # The report number and run id tell apart reports of the same day, GPU and source.
     header = ["report", "date", "GPU", "run id", "source", "cases", "best % of peak",
-              "ingested at"]
+              "ingested at", "compare"]
     body = [[
         dcc.Link(f"#{row['id']}", href=links.report_href(row["id"])),
         row["date"], row["gpu"], row["runId"], row["source"], str(row["caseCount"]),
         percent(row["bestPercentOfPeak"]), row["ingestedAt"],
+        dcc.Link(f"with previous #{row['previousId']}",
+                 href=links.compare_href(row["previousId"], row["id"]))
+        if row["previousId"] is not None else "",
     ] for row in rows]
     return table(header, body, id="reports-table")
 

@@ -1,0 +1,92 @@
+"""Queries that pick reports to compare: a report's previous report in its series, and the
+earlier measurements of some cases (their phases and GPU state) for attribution."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from sqlalchemy import func, select, tuple_
+from sqlalchemy.orm import Session
+
+from app.case_fields import FIELDS
+from app.models import CaseRow, ReportRow
+from app.repository.cases import column
+from app.repository.history import HISTORY_ORDER, report_position
+
+
+def previous_report(session: Session, report_id: int) -> int | None:
+    """The report just before this one in its series' history order, if any."""
+    position = report_position(session, report_id)
+    found = session.execute(
+        select(ReportRow.id)
+        .where(ReportRow.series == position.series,
+               tuple_(*HISTORY_ORDER)
+               < tuple_(position.date, position.created_at, position.report_id))
+        .order_by(*[column.desc() for column in HISTORY_ORDER]).limit(1)
+    ).scalar_one_or_none()
+    return None if found is None else int(found)
+
+
+def previous_reports(session: Session, report_ids: Collection[int]) -> dict[int, int]:
+    """``previous_report`` of each of a page's reports (those that have one), in one query:
+    each report's predecessor in its series (LAG over the series in history order, which
+    the (series, date, created_at, id) index gives in order)."""
+    if not report_ids:
+        return {}
+    lagged = select(ReportRow.id.label("id"), func.lag(ReportRow.id).over(
+        partition_by=ReportRow.series, order_by=HISTORY_ORDER).label("previous")).subquery()
+    rows = session.execute(
+        select(lagged.c.id, lagged.c.previous)
+        .where(lagged.c.id.in_(list(report_ids)), lagged.c.previous.is_not(None))
+    ).all()
+    return {int(report_id): int(previous) for report_id, previous in rows}
+
+
+def earlier_payloads(session: Session, report_id: int, case_ids: Collection[str],
+                     reports: int) -> dict[str, list[dict[str, Any]]]:
+    """For each of ``case_ids``, the case as posted in the last ``reports`` earlier reports
+    of the report's series, oldest first."""
+    if not case_ids:
+        return {}
+    position = report_position(session, report_id)
+    recent = (select(ReportRow.id)
+              .where(ReportRow.series == position.series,
+                     tuple_(*HISTORY_ORDER)
+                     < tuple_(position.date, position.created_at, position.report_id))
+              .order_by(*[column.desc() for column in HISTORY_ORDER]).limit(reports)
+              .scalar_subquery())
+    rows = session.execute(
+        select(CaseRow.case_id, CaseRow.payload)
+        .join(ReportRow, ReportRow.id == CaseRow.report_id)
+        .where(ReportRow.id.in_(recent), CaseRow.case_id.in_(list(case_ids)))
+        .order_by(*HISTORY_ORDER)
+    ).all()
+    found: dict[str, list[dict[str, Any]]] = {}
+    for case_id, payload in rows:
+        found.setdefault(case_id, []).append(payload)
+    return found
+
+
+def case_payloads(session: Session, report_id: int,
+                  case_ids: Collection[str]) -> dict[str, dict[str, Any]]:
+    """Some cases of one report, as posted."""
+    if not case_ids:
+        return {}
+    rows = session.execute(
+        select(CaseRow.case_id, CaseRow.payload)
+        .where(CaseRow.report_id == report_id, CaseRow.case_id.in_(list(case_ids)))
+    ).all()
+    return {str(case_id): dict(payload) for case_id, payload in rows}
+
+
+def case_dimensions(session: Session, report_id: int) -> list[dict[str, Any]]:
+    """Every case of the report by its configuration fields only (id, mode, ep, precision,
+    pipeline, category, F, imbalance), read from their columns: what grouping needs, without
+    decoding each case's JSON."""
+    fields = [f for f in FIELDS if f.wire == "id" or f.filterable]
+    rows = session.execute(
+        select(*[column(f) for f in fields]).where(CaseRow.report_id == report_id)
+        .order_by(CaseRow.position)
+    ).all()
+    return [dict(zip([f.wire for f in fields], row, strict=True)) for row in rows]

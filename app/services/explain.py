@@ -1,0 +1,95 @@
+"""Why the flagged cases of a report moved, against their history: each flagged case's
+phases against the median phases of its baseline (the same last ``window`` earlier reports
+of its series the verdict's median is taken over), its GPU state against the baseline's,
+and the flagged cases grouped by the dimensions they share. What the regressions endpoint
+and ``moescope regressions`` add to the verdicts."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.repository import pairs as pairs_repo
+from app.services.history import ReportVerdicts, history_path, report_regressions
+from ingest.attribution import Attribution, attribute, median_phases
+from ingest.grouping import Flagged, Group, group_flagged
+from ingest.regressions import Verdict
+
+
+@dataclass(frozen=True)
+class Explanation:
+    attributions: dict[str, Attribution]  # flagged case id -> why
+    groups: list[Group]
+    previous_report_id: int | None  # the series' report before this one: compare's base
+
+
+def baseline_gpu_state(cases: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The median clocks and power of the earlier measurements, and the throttle reasons
+    at least half of them saw (one throttled run in the baseline does not hide a new one)."""
+    states = [c["gpuState"] for c in cases if c.get("gpuState")]
+    if not states:
+        return None
+    names: dict[str, int] = {}
+    for state in states:
+        for name in state.get("throttleReasonNames") or []:
+            names[name] = names.get(name, 0) + 1
+    return {
+        **{key: statistics.median(s[key] for s in states)
+           for key in ("smClockMinMHz", "smClockMaxMHz", "powerMaxW")},
+        "throttleReasonNames": [n for n, seen in names.items() if seen * 2 >= len(states)],
+    }
+
+
+def baseline_case(earlier: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    return {"phaseMS": median_phases(earlier), "gpuState": baseline_gpu_state(earlier)}
+
+
+def attributions(session: Session, result: ReportVerdicts) -> dict[str, Attribution]:
+    """Why each flagged case of the report moved, against its baseline."""
+    ids = [item.case_id for item in result.flagged]
+    earlier = pairs_repo.earlier_payloads(session, result.report_id, ids,
+                                          result.settings.window)
+    newest = pairs_repo.case_payloads(session, result.report_id, ids)
+    return {case_id: attribute(baseline_case(earlier.get(case_id, [])), newest[case_id])
+            for case_id in ids}
+
+
+def explain(session: Session, result: ReportVerdicts) -> Explanation:
+    flagged = result.flagged
+    cases = {c["id"]: c for c in pairs_repo.case_dimensions(session, result.report_id)} \
+        if flagged else {}
+    groups = group_flagged(
+        [Flagged(cases[i.case_id], i.verdict.status, i.verdict.change_percent or 0.0)
+         for i in flagged], list(cases.values()))
+    return Explanation(attributions(session, result), groups,
+                       pairs_repo.previous_report(session, result.report_id))
+
+
+@dataclass(frozen=True)
+class CaseAgainstHistory:
+    """One case of a report judged as the report page and the regressions endpoint judge
+    it, with the link to its history and, when it moved, why."""
+
+    verdict: Verdict
+    history_href: str
+    attribution: Attribution | None
+
+
+def case_against_history(session: Session, report_id: int, case: Mapping[str, Any]
+                         ) -> CaseAgainstHistory | None:
+    """None when the report does not hold the case."""
+    result = report_regressions(session, report_id)
+    item = next((i for i in result.items if i.case_id == case["id"]), None)
+    if item is None:
+        return None
+    attribution = None
+    if item.verdict.flagged:
+        earlier = pairs_repo.earlier_payloads(session, report_id, [item.case_id],
+                                              result.settings.window)
+        attribution = attribute(baseline_case(earlier.get(item.case_id, [])), case)
+    return CaseAgainstHistory(item.verdict, history_path(item.case_id, result.gpu,
+                                                         result.series), attribution)
