@@ -68,7 +68,7 @@ def main() -> int:
         matrix.write_text(MATRIX.format(windows=args.windows, iterations=args.iterations))
         start = time.perf_counter()
         result = subprocess.run(
-            [sys.executable, "-m", "app.cli", "run", "--matrix", str(matrix), "--nproc",
+            [sys.executable, "-m", "cli", "run", "--matrix", str(matrix), "--nproc",
              str(args.nproc), "--out", str(out), "--spool", str(Path(tmp) / "spool")],
             cwd=REPO, capture_output=True, text=True,
             env={**os.environ, "MOESCOPE_URL": ""})

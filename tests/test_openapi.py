@@ -25,6 +25,7 @@ OPERATIONS = {
     ("get", "/api/v1/reports/{report_id}/report.json"): "get_report_json",
     ("get", "/api/v1/reports/{report_id}/export.html"): "export_report",
     ("get", "/api/v1/reports/{report_id}/regressions"): "list_regressions",
+    ("get", "/api/v1/reports/{report_id}/matrix"): "get_matrix",
     ("get", "/api/v1/compare/export.html"): "export_compare",
     ("get", "/api/v1/history"): "get_history",
     ("get", "/healthz"): "healthz",
@@ -71,7 +72,7 @@ def test_every_error_status_has_the_error_body(open_spec: dict[str, Any]) -> Non
     assert declared["append_cases"] == WRITES | {"404", "409"}
     assert declared["delete_report"] == {"401", "403", "404", "422", "503"}
     for read in ("get_report", "list_cases", "get_case", "get_report_json",
-                 "list_regressions", "export_report", "get_history"):
+                 "list_regressions", "export_report", "get_history", "get_matrix"):
         assert declared[read] == {"404", "422", "503"}, read
     assert declared["list_reports"] == {"422", "503"}
     assert declared["readyz"] == {"503"} and declared["healthz"] == set()

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 from app.api.deps import ReadAccess
 from app.api.params import CaseFilterDep, ReportId
+from app.api.responses import READ, errors
 from app.core.db import SessionDep
 from app.services.matrix import DEFAULT_METRIC, METRICS, matrix_csv, matrix_json, report_matrix
 
@@ -24,7 +25,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
                          "mode; columns: precision x pipeline; a cell is null (CSV: empty) "
                          "where that combination was not run; `best` is the column of the "
                          "row's best cell"},
-    404: {"description": "No such report"},
+    **READ, **errors(404),
 }
 
 
@@ -34,7 +35,8 @@ def _wants_csv(format_: str | None, accept: str | None) -> bool:
     return "text/csv" in (accept or "")
 
 
-@router.get("/{report_id}/matrix", response_class=Response, responses=_RESPONSES)
+@router.get("/{report_id}/matrix", operation_id="get_matrix", response_class=Response,
+            responses=_RESPONSES)
 def get_matrix(
     report_id: ReportId, _read: ReadAccess, session: SessionDep, filters: CaseFilterDep,
     metric: Annotated[MetricName, Query()] = DEFAULT_METRIC,

@@ -6,14 +6,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
 from fastapi.exceptions import RequestValidationError
-from pydantic import StringConstraints
+from pydantic import AfterValidator, Field, StringConstraints
 
 from app.api.caching import ReportVersion, Revalidate, read_headers
 from app.api.case_schema import CaseOut
 from app.api.deps import AdminToken, IngestToken, JsonBody, ReadAccess
 from app.api.enums import CaseSort, SortOrder
 from app.api.openapi import body_schema
-from app.api.params import CaseFilterDep, ReportId, Text
+from app.api.params import NO_NUL_PATTERN, CaseFilterDep, ReportId, Text, no_nul
 from app.api.responses import NOT_MODIFIED, READ, WRITE, errors
 from app.api.schemas import (
     CasePage,
@@ -38,7 +38,10 @@ router = APIRouter(prefix="/reports", tags=["reports"])
 
 # Bounds of the columns they are compared with: past them the database raises (a 500).
 Offset = Annotated[int, Query(ge=0, le=INT64_MAX)]
-ShortText = Annotated[Text, StringConstraints(max_length=200)]
+# The length checked on the string itself (after the NUL check it would be a generic
+# "items" bound, with pydantic's list wording).
+ShortText = Annotated[str, StringConstraints(max_length=200), AfterValidator(no_nul),
+                      Field(json_schema_extra={"pattern": NO_NUL_PATTERN})]
 
 # One report's reads: the report can be missing, and the client can hold its version.
 _REPORT_READ = {**NOT_MODIFIED, **READ, **errors(404)}
