@@ -477,8 +477,8 @@ RUNNER_FIELDS: dict[str, Any] = {
     "phaseMS": {"dispatch": 0.21875, "experts": 1.3125, "combine": 0.40625},
     "dispatchGBps": 612.5, "combineGBps": 587.25,
     "gpuState": {"smClockMinMHz": 1755.0, "smClockMaxMHz": 1980.0, "powerMaxW": 688.5,
-                 "temperatureMaxC": 71.0, "throttleReasons": 4,
-                 "throttleReasonNames": ["sw_power_cap"], "samples": 42},
+                 "temperatureMaxC": 71.0, "throttleReasons": 8,
+                 "throttleReasonNames": ["hw_slowdown"], "samples": 42},
     "gpuStateReason": None,
 }
 
