@@ -495,7 +495,7 @@ def test_runner_fields_round_trip_and_show_on_the_case_page(
     shown = texts(find(page, "case-fields"))
     for key in RUNNER_FIELDS:
         assert key in shown, key
-    assert "612.5" in shown and any("sw_power_cap" in t for t in shown)
+    assert "612.5" in shown and any("hw_slowdown" in t for t in shown)
     bars = find(page, "case-graph-phases").figure["data"][0]
     assert list(bars["x"]) == ["dispatch", "experts", "combine", "layer (forward)"]
     assert list(bars["y"])[:3] == [0.21875, 1.3125, 0.40625]
