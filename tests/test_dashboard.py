@@ -506,8 +506,8 @@ def test_runner_fields_round_trip_and_show_on_the_case_page(
     for key in RUNNER_FIELDS:
         assert key in shown, key
     # In their units: GB/s, and the GPU state in words.
-    assert "612.5 GB/s" in shown and any("throttle: sw_power_cap" in t for t in shown)
-    assert "SM clock 1755–1980 MHz, power ≤ 688 W, ≤ 71 °C, throttle: sw_power_cap " \
+    assert "612.5 GB/s" in shown and any("throttle: hw_slowdown" in t for t in shown)
+    assert "SM clock 1755–1980 MHz, power ≤ 688 W, ≤ 71 °C, throttle: hw_slowdown " \
         "(42 samples)" in shown
     bars = find(page, "case-graph-phases").figure["data"][0]
     assert list(bars["x"]) == ["dispatch", "experts", "combine", "layer (forward)"]
