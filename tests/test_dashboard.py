@@ -535,6 +535,6 @@ def test_page_texts_read_the_regression_settings_they_describe() -> None:
     unjudged = ReportVerdicts(report_id=1, gpu="g", series="s",
                               settings=Settings(min_points=7), items=[])
     assert "No case has 7 earlier reports" in " ".join(texts(
-        moved_cases_section(ReportMarks(unjudged, {}))))
+        moved_cases_section(ReportMarks(unjudged, {}), [])))
     point = {"status": "insufficient_history", "baselinePoints": 1}
     assert verdict_text(point) == f"fewer than {MIN_POINTS} earlier points (1)"
