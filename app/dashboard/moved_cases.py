@@ -8,7 +8,7 @@ from typing import Any
 
 from dash import dcc, html
 
-from app.dashboard.history_view import ReportMarks
+from app.services.history_view import ReportMarks
 
 # Filled from the store of marks (see report.py's rowData callback): every row gets its
 # case's historyChange, historyStatus and historyHref.

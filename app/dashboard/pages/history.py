@@ -10,8 +10,9 @@ from dash import dcc, html
 
 from app.core.db import session_scope
 from app.core.errors import NotFound
-from app.dashboard import history_view, links
+from app.dashboard import links
 from app.dashboard.components import GRAPH_CONFIG, not_found, table
+from app.services import history_view
 
 dash.register_page(__name__, path="/history", title="moescope: history", name="History",
                    order=3)  # type: ignore[no-untyped-call]

@@ -18,7 +18,6 @@ from app.dashboard import (
     case_view,
     charts,
     filters,
-    history_view,
     links,
     moved_cases,
     report_view,
@@ -32,6 +31,7 @@ from app.dashboard.components import (
     style_legend,
     table,
 )
+from app.services import history_view
 from ingest.derived import report_notes
 
 dash.register_page(__name__, path_template="/reports/<report_id>",
