@@ -14,7 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.api.openapi import add_body_schemas
-from app.api.routes import export, health, history, reports
+from app.api.routes import export, health, history, marks, reports
 from app.core.config import get_settings
 from app.core.db import get_engine
 from app.core.errors import NotFound, install_error_handlers
@@ -51,6 +51,7 @@ def create_app() -> FastAPI:
     install_error_handlers(app)
     app.include_router(reports.router, prefix="/api/v1")
     app.include_router(history.router, prefix="/api/v1")
+    app.include_router(marks.router, prefix="/api/v1")
     app.include_router(export.router, prefix="/api/v1")
     app.include_router(health.router)
     app.add_middleware(BodySizeLimit, max_bytes=int(settings.max_body_mb * 2**20))

@@ -30,8 +30,9 @@ from ingest.validate import validate_report
 Body = dict[str, Any]
 Auth = Callable[[str], dict[str, str]]
 
-# Columns of a case row that hold no case field: keys, bookkeeping, the posted JSON.
-_BOOKKEEPING = {"id", "report_id", "position", "content_sha256", "payload"}
+# Columns of a case row that hold no case field: keys, bookkeeping, history's window range.
+_BOOKKEEPING = {"id", "report_id", "position", "content_sha256", "window_min_ms",
+                "window_max_ms"}
 _KIND_OF_TYPE = {Integer: int, BigInteger: int, Float: float, String: str, Text: str,
                  Boolean: bool}
 

@@ -24,7 +24,6 @@ from app.main import create_app
 from app.repository import cases as cases_repo
 from app.services import cases as case_service
 from app.services import reports as report_service
-from app.services.cases import case_out
 from ingest.validate import validate_report
 
 SCRIPT_NOTE = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
@@ -255,7 +254,7 @@ def test_cached_report_follows_appends_and_filters_as_sql_does(
 def test_view_cases_are_what_the_api_serves(session: Session, reference_id: int) -> None:
     rows, _ = cases_repo.list_cases(session, reference_id)
     assert (case_service.view_cases(session, reference_id, CaseFilter())
-            == [case_out(r) for r in rows])
+            == case_service.cases_out(session, reference_id, rows))
     some = case_service.view_cases(session, reference_id, CaseFilter(mode=["training"], ep=[64]))
     assert some and {(c["mode"], c["ep"]) for c in some} == {("training", 64)}
 

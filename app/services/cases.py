@@ -15,10 +15,10 @@ from app.repository.cases import DERIVED
 Case = dict[str, Any]
 
 
-def case_out(row: CaseRow) -> Case:
-    """The case as posted, plus the derived fields and its caveats."""
+def case_out(row: CaseRow, payload: dict[str, Any]) -> Case:
+    """The case as posted (``payload``), plus the derived fields and its caveats."""
     return case_dict(
-        row.payload,
+        payload,
         {name: getattr(row, column.key) for name, column in DERIVED.items()},
         [(c.code, c.message) for c in row.caveats],
     )
@@ -32,7 +32,14 @@ def case_dict(
 
 
 def get_case(session: Session, report_id: int, case_id: str) -> Case:
-    return case_out(cases_repo.get_case(session, report_id, case_id))
+    row = cases_repo.get_case(session, report_id, case_id)
+    return case_out(row, cases_repo.case_payloads(session, report_id)[case_id])
+
+
+def cases_out(session: Session, report_id: int, rows: list[CaseRow]) -> list[Case]:
+    """Rows of one report as ``case_out`` gives them, the report's body decoded once."""
+    payloads = cases_repo.case_payloads(session, report_id) if rows else {}
+    return [case_out(row, payloads[row.case_id]) for row in rows]
 
 
 def view_cases(session: Session, report_id: int, filters: CaseFilter | None = None) -> list[Case]:

@@ -134,8 +134,8 @@ def list_cases(
         session, report_id, filters=filters, sort=sort, descending=order == "desc",
         limit=limit, offset=offset,
     )
-    return CasePage(items=[case_service.case_out(r) for r in rows], total=total, limit=limit,
-                    offset=offset)
+    return CasePage(items=case_service.cases_out(session, report_id, rows), total=total,
+                    limit=limit, offset=offset)
 
 
 # ``:path``: a case id may hold a '/' (sent as %2F, which the router sees decoded).

@@ -1,0 +1,211 @@
+"""Known steps and outliers (the marks API and the judging that honours them), provenance
+changes on history, and a bounded history (a date range, the newest points in full, the
+older summarised), on SQLite and Postgres, over synthetic series built from the reference."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from api_helpers import REPORTS, error_detail
+from fastapi.testclient import TestClient
+from history_helpers import ingest, synthetic_series
+from sqlalchemy.orm import Session
+
+from app.services.history import case_history, report_regressions
+from ingest.regressions import Settings
+
+Body = dict[str, Any]
+Auth = Callable[[str], dict[str, str]]
+
+
+def _at(report: Body, index: int, factor: float) -> None:
+    """Case ``index`` of the report measured ``factor`` times its times (and throughput)."""
+    case = report["cases"][index]
+    for key in ("forwardMS", "backwardMS", "layerMS"):
+        if case.get(key) is not None:
+            case[key] *= factor
+    case["windows"] = {k: [w * factor for w in ws] for k, ws in case["windows"].items()}
+    case["usefulTFPerGPU"] /= factor
+
+
+def _statuses(session: Session, report_ids: list[int], case: str) -> list[str]:
+    return [next(i.verdict.status for i in report_regressions(session, rid).items
+                 if i.case_id == case) for rid in report_ids]
+
+
+def test_a_step_restarts_the_baseline(client: TestClient, session: Session, reference: Body,
+                                      auth: Auth) -> None:
+    """Eight reports at one level, then five 30 % slower (say, an expected driver upgrade):
+    unmarked, each of the slower ones is a regression against the old level; with the first
+    of them marked as a step, none is (its reports are judged against the new level)."""
+    reports = synthetic_series(reference, 13, seed=4)
+    for report in reports[8:]:
+        for index in range(len(report["cases"])):
+            _at(report, index, 1.3)
+    ids = [ingest(session, r) for r in reports]
+    case = reference["cases"][0]["id"]
+    assert _statuses(session, ids[8:], case) == ["regression"] * 5
+
+    admin = auth("admin")
+    put = client.put(f"{REPORTS}/{ids[8]}/marks/step", headers=admin,
+                     json={"reason": "driver 580.95 -> 580.159, expected"})
+    assert put.status_code == 200, put.text
+    mark = put.json()
+    assert (mark["kind"], mark["reportId"], mark["reason"]) == (
+        "step", ids[8], "driver 580.95 -> 580.159, expected")
+    assert mark["createdBy"].startswith("test-admin-")
+    session.expire_all()
+    # The step itself and the next two have fewer than 3 points at the new level.
+    assert _statuses(session, ids[8:], case) == ["insufficient_history"] * 3 + ["unchanged"] * 2
+    newest = report_regressions(session, ids[-1])
+    assert newest.flagged == []
+    verdict = next(i.verdict for i in newest.items if i.case_id == case)
+    level = sorted(r["cases"][0]["layerMS"] for r in reports[8:12])
+    assert verdict.baseline_points == 4
+    assert verdict.baseline == pytest.approx((level[1] + level[2]) / 2)
+    # The regressions API answers the same.
+    body = client.get(f"{REPORTS}/{ids[-1]}/regressions").json()
+    assert body["items"] == [] and body["counts"]["unchanged"] == 63
+
+    # History judges every point the same way, and shows the mark.
+    history = case_history(session, case, reference["meta"]["gpu"])
+    assert [p.verdict.status for p in history.points[8:]] == _statuses(session, ids[8:], case)
+    assert [(m.report_id, m.kind) for m in history.marks] == [(ids[8], "step")]
+    assert history.points[8].marks == ("step",)
+
+    # Reversible: without the mark the old verdicts come back.
+    assert client.delete(f"{REPORTS}/{ids[8]}/marks/step", headers=admin).status_code == 204
+    session.expire_all()
+    assert _statuses(session, ids[8:], case) == ["regression"] * 5
+    error_detail(client.delete(f"{REPORTS}/{ids[8]}/marks/step", headers=admin), 404,
+                 "not_found")
+
+
+def test_an_excluded_outlier_leaves_the_baseline(client: TestClient, session: Session,
+                                                 reference: Body, auth: Auth) -> None:
+    reports = synthetic_series(reference, 7, seed=5)
+    _at(reports[4], 0, 1.6)  # one bad run of case 0
+    ids = [ingest(session, r) for r in reports]
+    case = reference["cases"][0]["id"]
+    times = [r["cases"][0]["layerMS"] for r in reports]
+    settings = Settings(window=4)
+
+    def newest() -> Any:
+        return next(i.verdict for i in report_regressions(session, ids[-1], settings).items
+                    if i.case_id == case)
+
+    with_outlier = newest()
+    assert with_outlier.baseline == pytest.approx(statistics.median(times[2:6]))
+    put = client.put(f"{REPORTS}/{ids[4]}/marks/outlier", headers=auth("admin"),
+                     json={"reason": "node 7 throttled"})
+    assert put.status_code == 200, put.text
+    session.expire_all()
+    without = newest()
+    # The last four reports but the outlier: 1, 2, 3, 5.
+    assert without.baseline == pytest.approx(statistics.median([times[i] for i in (1, 2, 3, 5)]))
+    assert without.baseline_points == 4
+    # The outlier itself is still judged (and flagged) on history, and named there.
+    history = case_history(session, case, reference["meta"]["gpu"], settings=settings)
+    assert history.points[4].verdict.status == "regression"
+    assert history.points[4].marks == ("outlier",)
+    assert history.points[6].verdict.baseline == without.baseline
+
+
+def test_marks_need_an_admin_and_a_reason(client: TestClient, session: Session,
+                                          reference: Body, auth: Auth) -> None:
+    rid = ingest(session, reference)
+    path = f"{REPORTS}/{rid}/marks"
+    reason = {"reason": "known"}
+    assert client.put(f"{path}/step", json=reason).status_code == 401
+    error_detail(client.put(f"{path}/step", json=reason, headers=auth("ingest")), 403,
+                 "forbidden")
+    admin = auth("admin")
+    error_detail(client.put(f"{path}/sideways", json=reason, headers=admin), 422,
+                 "validation_error")
+    error_detail(client.put(f"{path}/step", json={"reason": ""}, headers=admin), 422,
+                 "validation_error")
+    error_detail(client.put(f"{REPORTS}/999999/marks/step", json=reason, headers=admin), 404,
+                 "not_found")
+    assert client.put(f"{path}/outlier", json=reason, headers=admin).status_code == 200
+    listed = client.get(path).json()
+    assert [(m["kind"], m["reason"]) for m in listed] == [("outlier", "known")]
+    # Marks go with their report.
+    assert client.delete(f"{REPORTS}/{rid}", headers=admin).status_code == 204
+    error_detail(client.get(path), 404, "not_found")
+
+
+def test_a_driver_change_is_marked_on_history(client: TestClient, session: Session,
+                                              reference: Body) -> None:
+    reports = synthetic_series(reference, 6, seed=6)
+    for i, report in enumerate(reports):
+        report["meta"]["host"] = {"driver": "580.95" if i < 4 else "580.159",
+                                  "cuda": "13.0", "torch": "2.11.0", "nccl": "2.27.7"}
+    reports[5]["meta"]["host"]["torch"] = "2.12.0"
+    ids = [ingest(session, r) for r in reports]
+    case = reference["cases"][0]["id"]
+    gpu = reference["meta"]["gpu"]
+
+    history = case_history(session, case, gpu)
+    assert [(c.report_id, c.changes) for c in history.provenance_changes] == [
+        (ids[4], ["driver 580.95 -> 580.159"]), (ids[5], ["torch 2.11.0 -> 2.12.0"])]
+    body = client.get("/api/v1/history", params={"caseId": case, "gpu": gpu}).json()
+    assert body["provenanceChanges"] == [
+        {"reportId": ids[4], "date": reports[4]["meta"]["date"],
+         "changes": ["driver 580.95 -> 580.159"]},
+        {"reportId": ids[5], "date": reports[5]["meta"]["date"],
+         "changes": ["torch 2.11.0 -> 2.12.0"]}]
+
+
+def test_history_is_bounded_and_takes_a_range(client: TestClient, session: Session,
+                                              reference: Body) -> None:
+    reports = synthetic_series(reference, 30, seed=7)  # 2026-09-01 .. 2026-09-30
+    ids = [ingest(session, r) for r in reports]
+    case = reference["cases"][0]["id"]
+    gpu = reference["meta"]["gpu"]
+    times = [r["cases"][0]["layerMS"] for r in reports]
+
+    whole = case_history(session, case, gpu)
+    assert whole.total == 30 and len(whole.points) == 30 and whole.buckets == []
+    body = client.get("/api/v1/history",
+                      params={"caseId": case, "gpu": gpu, "points": 10}).json()
+    assert body["total"] == 30
+    # The newest 5 in full, judged as in the whole history; 25 older ones in 5 buckets.
+    assert [p["reportId"] for p in body["points"]] == ids[25:]
+    assert [p["status"] for p in body["points"]] == [
+        p.verdict.status for p in whole.points[25:]]
+    assert [p["baseline"] for p in body["points"]] == [
+        p.verdict.baseline for p in whole.points[25:]]
+    assert [(b["firstReportId"], b["lastReportId"], b["reports"]) for b in body["buckets"]] == [
+        (ids[i], ids[i + 4], 5) for i in range(0, 25, 5)]
+    first = body["buckets"][0]
+    assert first["layerMS"] == pytest.approx({"median": statistics.median(times[:5]),
+                                              "min": min(times[:5]), "max": max(times[:5])})
+    assert (first["dateFrom"], first["dateTo"]) == ("2026-09-01", "2026-09-05")
+
+    # A range: 2026-09-11 to 2026-09-20, every point in it, judged against earlier ones.
+    ranged = client.get("/api/v1/history", params={
+        "caseId": case, "gpu": gpu, "since": "2026-09-11", "until": "2026-09-20"}).json()
+    assert [p["reportId"] for p in ranged["points"]] == ids[10:20]
+    assert ranged["total"] == 10 and ranged["buckets"] == []
+    assert {p["baselinePoints"] for p in ranged["points"]} == {10, 11, 12, 13, 14, 15, 16, 17,
+                                                               18, 19}
+    reversed_range = client.get("/api/v1/history", params={
+        "caseId": case, "gpu": gpu, "since": "2026-09-20", "until": "2026-09-11"})
+    assert reversed_range.status_code == 422
+    assert "since" in reversed_range.text
+    too_few = client.get("/api/v1/history", params={"caseId": case, "gpu": gpu, "points": 2})
+    assert too_few.status_code == 422
+
+
+def test_a_case_new_to_its_series(session: Session, reference: Body) -> None:
+    reports = synthetic_series(reference, 5, seed=8)
+    new = dict(reports[-1]["cases"][0], id="brand-new-case")
+    reports[-1]["cases"].append(new)
+    ids = [ingest(session, r) for r in reports]
+    items = {i.case_id: i.verdict for i in report_regressions(session, ids[-1]).items}
+    assert items["brand-new-case"].status == "insufficient_history"
+    assert items["brand-new-case"].baseline_points == 0
+    assert {v.baseline_points for c, v in items.items() if c != "brand-new-case"} == {4}
