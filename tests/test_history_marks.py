@@ -14,7 +14,10 @@ from fastapi.testclient import TestClient
 from history_helpers import ingest, synthetic_series
 from sqlalchemy.orm import Session
 
-from app.services.history import case_history, report_regressions
+from app import figures
+from app.core.errors import NotFound
+from app.services import history_view
+from app.services.history import case_history, point_dict, report_regressions
 from ingest.regressions import Settings
 
 Body = dict[str, Any]
@@ -158,6 +161,16 @@ def test_a_driver_change_is_marked_on_history(client: TestClient, session: Sessi
         {"reportId": ids[5], "date": reports[5]["meta"]["date"],
          "changes": ["torch 2.11.0 -> 2.12.0"]}]
 
+    # The chart draws a vertical line at each, named.
+    spec = figures.history_specs([point_dict(p) for p in history.points], [],
+                                 [{"reportId": c.report_id, "date": c.date,
+                                   "changes": c.changes} for c in history.provenance_changes],
+                                 [])["layer-time"]
+    lines = [s for s in spec["layout"]["shapes"] if s.get("name") == "provenance"]
+    assert [s["x0"] for s in lines] == [reports[4]["meta"]["date"], reports[5]["meta"]["date"]]
+    texts = [a["text"] for a in spec["layout"]["annotations"]]
+    assert "driver 580.95 -> 580.159" in texts and "torch 2.11.0 -> 2.12.0" in texts
+
 
 def test_history_is_bounded_and_takes_a_range(client: TestClient, session: Session,
                                               reference: Body) -> None:
@@ -209,3 +222,29 @@ def test_a_case_new_to_its_series(session: Session, reference: Body) -> None:
     assert items["brand-new-case"].status == "insufficient_history"
     assert items["brand-new-case"].baseline_points == 0
     assert {v.baseline_points for c, v in items.items() if c != "brand-new-case"} == {4}
+
+
+def test_history_view_overlays_other_cases_and_names_the_missing(
+    session: Session, reference: Body
+) -> None:
+    reports = synthetic_series(reference, 4, seed=9)
+    ingest_ids = [ingest(session, r) for r in reports]
+    gpu = reference["meta"]["gpu"]
+    main, other = (reference["cases"][i]["id"] for i in (1, 3))  # mxfp8 / nvfp4 mega, i1
+    view = history_view.history_view(session, [main, other, "no-such-case"], gpu, None,
+                                     "usefulTFPerGPU")
+    assert view.overlaid == [other] and view.missing == ["no-such-case"]
+    spec = view.specs["throughput"]
+    drawn = {t["name"]: t["y"] for t in spec["data"] if t.get("mode") == "lines+markers"}
+    assert drawn == {main: [r["cases"][1]["usefulTFPerGPU"] for r in reports],
+                     other: [r["cases"][3]["usefulTFPerGPU"] for r in reports]}
+    # Every overlaid value is inside the y axis.
+    assert spec["layout"]["yaxis"]["range"][1] >= max(drawn[other])
+    assert view.points[-1]["reportId"] == ingest_ids[-1]
+    # Alone, the page offers the configuration's other precisions (and pipelines).
+    alone = history_view.history_view(session, [main], gpu, None)
+    assert [text for text, _ in alone.overlay_links] == [
+        "overlay every precision of this configuration (2 cases)",
+        "overlay every precision and pipeline of this configuration (4 cases)"]
+    with pytest.raises(NotFound):
+        history_view.history_view(session, [main], gpu, None, "nonsense")

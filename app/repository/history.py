@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Row, Select, delete, exists, func, select, tuple_
 from sqlalchemy.orm import Session
 
+from app import case_fields
 from app.models import CaseRow, MarkRow, ReportRow, utcnow
 from app.repository.reports import report_columns
 from ingest.regressions import Point
@@ -270,3 +271,22 @@ def delete_mark(session: Session, report_id: int, kind: str) -> bool:
 
 def require_report(session: Session, report_id: int) -> None:
     report_columns(session, report_id, ReportRow.id)  # NotFound when there is none
+
+
+def same_configuration(session: Session, report_id: int, case_id: str,
+                       vary: Collection[str]) -> list[str]:
+    """The report's cases whose configuration (the filterable fields) is ``case_id``'s
+    except for the fields ``vary`` (e.g. every precision of one configuration), in report
+    order, the case itself included."""
+    fixed = [f for f in case_fields.FILTERABLE if f.wire not in vary and f.column is not None]
+    columns = [getattr(CaseRow, str(f.column)) for f in fixed]
+    row = session.execute(select(*columns).where(CaseRow.report_id == report_id,
+                                                 CaseRow.case_id == case_id)).one_or_none()
+    if row is None:
+        return [case_id]
+    return list(session.execute(
+        select(CaseRow.case_id)
+        .where(CaseRow.report_id == report_id,
+               *[column == value for column, value in zip(columns, row, strict=True)])
+        .order_by(CaseRow.position)
+    ).scalars().all())

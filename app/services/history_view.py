@@ -3,44 +3,135 @@ the cases that moved against their history."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from sqlalchemy.orm import Session
 
 from app import figures
+from app.core.errors import NotFound
 from app.figures.style import Spec
+from app.repository import history as history_repo
 from app.services.history import (
+    METRICS,
     ReportVerdicts,
     case_history,
+    change_dict,
     history_path,
+    mark_dict,
     point_dict,
     report_regressions,
 )
+
+# More overlaid cases than this and the chart is unreadable.
+MAX_OVERLAY = 8
+# The page's range choices: label -> days before the newest report (None: everything).
+RANGES = {"all": None, "1 year": 365, "90 days": 90, "30 days": 30}
 
 
 @dataclass(frozen=True)
 class HistoryView:
     case_id: str
     gpu: str
+    series: str
+    metric: str
     fields: dict[str, Any]
     points: list[dict[str, Any]]  # oldest first, as the history endpoint gives them
+    buckets: list[dict[str, Any]]
+    total: int
+    marks: list[dict[str, Any]]
+    changes: list[dict[str, Any]]  # provenance changes
+    overlaid: list[str]  # the other cases drawn on the first chart
     specs: dict[str, Spec]
     other_series: list[tuple[str, str]]  # (label, href)
+    metric_links: list[tuple[str, str, bool]]  # (label, href, chosen)
+    range_links: list[tuple[str, str, bool]]
+    overlay_links: list[tuple[str, str]]
+    missing: list[str]  # overlay case ids this series does not hold
 
     @property
     def latest(self) -> dict[str, Any] | None:
         return self.points[-1] if self.points else None
 
 
-def history_view(session: Session, case_id: str, gpu: str, series: str | None) -> HistoryView:
-    history = case_history(session, case_id, gpu, series)
+def history_href(case_ids: Sequence[str], gpu: str, series: str, metric: str = "layerMS",
+                 since: date | None = None) -> str:
+    """The history page of these cases (the first one judged, the others overlaid)."""
+    query: list[tuple[str, str]] = [("caseId", c) for c in case_ids]
+    query += [("gpu", gpu), ("series", series)]
+    if metric != "layerMS":
+        query.append(("metric", metric))
+    if since is not None:
+        query.append(("since", since.isoformat()))
+    return "/history?" + urlencode(query)
+
+
+def history_view(
+    session: Session, case_ids: Sequence[str], gpu: str, series: str | None,
+    metric: str = "layerMS", since: date | None = None, until: date | None = None,
+) -> HistoryView:
+    """The history page: the first case judged, with its marks and provenance changes; the
+    others (at most MAX_OVERLAY) overlaid on the chosen metric's chart."""
+    if metric not in METRICS:
+        raise NotFound(f"metric {metric!r} is not one of {', '.join(METRICS)}")
+    case_id = case_ids[0]
+    history = case_history(session, case_id, gpu, series, since=since, until=until)
     points = [point_dict(p) for p in history.points]
+    buckets = [b.as_dict() for b in history.buckets]
+    marks = [mark_dict(m) for m in history.marks]
+    changes = [change_dict(c) for c in history.provenance_changes]
+    overlay = {}
+    missing = []
+    for other in [c for c in dict.fromkeys(case_ids[1:]) if c != case_id][:MAX_OVERLAY]:
+        try:
+            other_history = case_history(session, other, gpu, history.series, since=since,
+                                         until=until)
+        except NotFound:
+            missing.append(other)
+            continue
+        overlay[other] = [point_dict(p) for p in other_history.points]
+    chosen = [case_id, *overlay]
+    newest = date.fromisoformat(points[-1]["date"][:10]) if points else None
+    range_links = [
+        (label, history_href(chosen, gpu, history.series, metric,
+                             None if days is None or newest is None
+                             else newest - timedelta(days=days)),
+         (since is None) if days is None else (newest is not None and since is not None
+                                                and since == newest - timedelta(days=days)))
+        for label, days in RANGES.items()]
+    overlay_links = []
+    if overlay:
+        overlay_links.append(("this case alone",
+                              history_href([case_id], gpu, history.series, metric, since)))
+    elif points:
+        seen: set[tuple[str, ...]] = set()
+        for vary, words in ((("precision",), "every precision"),
+                            (("precision", "pipeline"), "every precision and pipeline")):
+            siblings = history_repo.same_configuration(session, points[-1]["reportId"],
+                                                       case_id, vary)
+            if len(siblings) > 1 and tuple(siblings) not in seen:
+                seen.add(tuple(siblings))
+                others = [c for c in siblings if c != case_id][:MAX_OVERLAY]
+                overlay_links.append((f"overlay {words} of this configuration "
+                                      f"({len(others) + 1} cases)",
+                                      history_href([case_id, *others], gpu, history.series,
+                                                   metric, since)))
     return HistoryView(
-        case_id=case_id, gpu=gpu, fields=history.fields, points=points,
-        specs=figures.history_specs(points),
+        case_id=case_id, gpu=gpu, series=history.series, metric=metric,
+        fields=history.fields, points=points, buckets=buckets, total=history.total,
+        marks=marks, changes=changes, overlaid=list(overlay),
+        specs=figures.history_specs(points, buckets, changes, marks, metric, overlay,
+                                    name=case_id if overlay else "this case"),
         other_series=[(f"series {s}", history_path(case_id, gpu, s))
                       for s in history.other_series],
+        metric_links=[(label, history_href(chosen, gpu, history.series, m, since),
+                       m == metric) for m, label in METRICS.items()],
+        range_links=range_links,
+        overlay_links=overlay_links,
+        missing=missing,
     )
 
 
@@ -67,7 +158,7 @@ def history_rows(points: list[dict[str, Any]]) -> list[list[Any]]:
              "n/a" if p["windowSpreadPercent"] is None else f"{p['windowSpreadPercent']:.1f} %",
              f"{p['usefulTFPerGPU']:.1f}",
              "n/a" if p["percentOfPeak"] is None else f"{p['percentOfPeak']:.1f} %",
-             figures.verdict_text(p)]
+             figures.verdict_text(p), ", ".join(p.get("marks", []))]
             for p in reversed(points)]
 
 
