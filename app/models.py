@@ -80,7 +80,8 @@ class ReportRow(Base):
     # report.json's exact bytes, zlib-compressed (``app.report_body``): the one copy of
     # every case as posted. The columns hold what is queried; a per-case JSON copy beside
     # them doubled a report's bytes.
-    body: Mapped[bytes] = mapped_column(LargeBinary)
+    # Deferred: read where report.json or its cases are served, never with a list of rows.
+    body: Mapped[bytes] = mapped_column(LargeBinary, deferred=True)
     case_count: Mapped[int] = mapped_column(Integer, default=0)
     best_percent_of_peak: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -44,7 +44,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from history_helpers import ingest, synthetic_series  # noqa: E402
 from live import scratch_postgres_database, serve_process  # noqa: E402
-from sqlalchemy import Engine, create_engine, insert, select, text  # noqa: E402
+from sqlalchemy import Connection, Engine, create_engine, insert, select, text  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
 from app import report_body  # noqa: E402
@@ -108,7 +108,7 @@ def _variants(reference: dict[str, Any]) -> list[tuple[dict[str, Any], list[dict
 def load(engine: Engine, reference: dict[str, Any], count: int) -> None:
     """``count`` reports of one series in bulk, one a day's fraction apart, oldest first."""
     variants = _variants(reference)
-    reports, cases, caveats = (Base.metadata.tables[t] for t in TABLES[:3])
+    reports = Base.metadata.tables["reports"]
     series = series_context(reference["meta"])
     with engine.begin() as connection:
         for start in range(0, count, BATCH):
@@ -128,23 +128,34 @@ def load(engine: Engine, reference: dict[str, Any], count: int) -> None:
             ids = connection.execute(insert(reports).returning(reports.c.id,
                                                                sort_by_parameter_order=True),
                                      report_rows).scalars().all()
-            case_batch, caveat_rows = [], []
+            case_batch: list[dict[str, Any]] = []
             for report_id, i in zip(ids, batch, strict=True):
                 _, rows, _, _ = variants[i % DISTINCT]
                 case_batch.extend({**row, "report_id": report_id} for row in rows)
-            connection.execute(insert(cases), case_batch)
+            _copy(connection, "cases", case_batch)
             pks = {(report_id, position): pk for report_id, position, pk in connection.execute(
                 select(CaseRow.report_id, CaseRow.position, CaseRow.id)
                 .where(CaseRow.report_id.in_(ids))).all()}
+            caveat_rows: list[dict[str, Any]] = []
             for report_id, i in zip(ids, batch, strict=True):
                 _, rows, row_caveats, _ = variants[i % DISTINCT]
                 caveat_rows.extend(
                     {"case_pk": pks[(report_id, row["position"])], "code": c.code,
                      "message": c.message}
                     for row, cs in zip(rows, row_caveats, strict=True) for c in cs)
-            if caveat_rows:
-                connection.execute(insert(caveats), caveat_rows)
+            _copy(connection, "caveats", caveat_rows)
         connection.execute(text("ANALYZE"))
+
+
+def _copy(connection: Connection, table: str, rows: list[dict[str, Any]]) -> None:
+    """Rows into a table through COPY: Postgres's bulk path, ten times an executemany."""
+    if not rows:
+        return
+    columns = list(rows[0])
+    cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy_in:
+        for row in rows:
+            copy_in.write_row([row[c] for c in columns])
 
 
 def stored_bytes(url: str) -> float:
@@ -180,7 +191,7 @@ def page_draw_times(url: str, loads: int) -> list[float]:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    from app.dashboard.pages.history import CHART_COUNT
+    from app.services.history_view import CHART_COUNT
 
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"

@@ -279,6 +279,41 @@ def test_reports_page_lists_newest_first_and_searches(
     assert "No report matches the search." in texts(pages["reports"].search("nothing-like-it"))
 
 
+def _walk(component: Any) -> list[Any]:
+    """Every component in a Dash component tree."""
+    if isinstance(component, list | tuple):
+        return [c for child in component for c in _walk(child)]
+    if isinstance(component, Component):
+        return [component, *_walk(getattr(component, "children", None))]
+    return []
+
+
+def test_reports_page_reaches_every_report(
+    session: Session, reference: dict[str, Any], pages: dict[str, ModuleType],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ids = []
+    for i in range(5):
+        body = copy.deepcopy(reference)
+        body["meta"]["runId"] = f"paged-{i}"
+        ids.append(ingest(session, body))
+    reports = pages["reports"]
+    monkeypatch.setattr(reports, "PER_PAGE", 2)
+    newest_first = ids[::-1]
+    for page, want in ((1, newest_first[:2]), (2, newest_first[2:4]), (3, newest_first[4:])):
+        shown = reports.layout(page=str(page))
+        listed = [t for t in texts(find(shown, "reports-table")) if t.startswith("#")]
+        assert listed == [f"#{i}" for i in want]
+        first = (page - 1) * 2 + 1
+        assert find(shown, "reports-count").children == (
+            f"reports {first:,}–{min(5, page * 2):,} of 5")
+    # The middle page links to every other one; the search keeps its words in the links.
+    middle = reports.layout(page="2", q="paged")
+    hrefs = [c.href for c in _walk(middle) if getattr(c, "href", None)]
+    assert {"/?q=paged", "/?q=paged&page=3"} <= set(hrefs)
+    assert find(reports.layout(page="9"), "reports-count").children == "5 reports; no page 9"
+
+
 def test_report_page_and_filter_callback(
     reference_id: int, reference: dict[str, Any], pages: dict[str, ModuleType]
 ) -> None:

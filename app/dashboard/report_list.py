@@ -6,20 +6,31 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.models import ReportRow
 from app.repository import reports as reports_repo
 
 REPORT_LIST_LIMIT = 500
 
 
 def report_list(session: Session, q: str | None = None) -> list[dict[str, Any]]:
-    rows, _ = reports_repo.list_reports(session, limit=REPORT_LIST_LIMIT, offset=0,
-                                        q=q or None)
-    return [{
+    return report_page(session, q, 1, REPORT_LIST_LIMIT)[0]
+
+
+def report_page(session: Session, q: str | None, page: int,
+                per_page: int) -> tuple[list[dict[str, Any]], int]:
+    """One page (from 1) of the reports matching ``q``, newest first, and how many match."""
+    rows, total = reports_repo.list_reports(session, limit=per_page,
+                                            offset=(page - 1) * per_page, q=q or None)
+    return [_row(row) for row in rows], total
+
+
+def _row(row: ReportRow) -> dict[str, Any]:
+    return {
         "id": row.id, "date": row.date, "gpu": row.gpu, "runId": row.run_id or "",
         "source": row.source or "",
         "caseCount": row.case_count, "bestPercentOfPeak": row.best_percent_of_peak,
         "ingestedAt": row.created_at.strftime("%Y-%m-%d %H:%M UTC"),
-    } for row in rows]
+    }
 
 
 def load_commands(base_url: str) -> list[str]:

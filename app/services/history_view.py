@@ -26,6 +26,8 @@ from app.services.history import (
     report_regressions,
 )
 
+# The page draws two charts (the chosen metric, and layer time or throughput).
+CHART_COUNT = 2
 # More overlaid cases than this and the chart is unreadable.
 MAX_OVERLAY = 8
 # The page's range choices: label -> days before the newest report (None: everything).

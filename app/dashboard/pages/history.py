@@ -22,8 +22,6 @@ dash.register_page(__name__, path="/history", title="moescope: history", name="H
 
 POINT_COLUMNS = ["date", "report", "layer ms", "windows min – max ms", "window spread",
                  "useful TFLOP/s", "% of peak", "against the earlier points", "marked"]
-# The page draws two charts (the chosen metric, and layer time or throughput).
-CHART_COUNT = 2
 
 
 def _date(name: str, value: str | None) -> date | None:
