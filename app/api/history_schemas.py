@@ -92,7 +92,7 @@ class HistoryPointOut(Out):
 
 
 class Summary(Out):
-    median: float
+    mean: float
     min: float
     max: float
 
@@ -100,8 +100,6 @@ class Summary(Out):
 class BucketOut(Out):
     """Consecutive older reports of the range, summarised per metric (null: unmeasured)."""
 
-    firstReportId: int
-    lastReportId: int
     dateFrom: str
     dateTo: str
     reports: int

@@ -1,5 +1,5 @@
 """The charts of a case's history, on a time axis (each report at its date; its id in the
-hover): the chosen metric per report, the older reports summarised per bucket (median line,
+hover): the chosen metric per report, the older reports summarised per bucket (mean line,
 min-max band), the flagged reports marked, a vertical line where the provenance changed
 (named: "driver 580.95 -> 580.159") and at each step an admin marked, outliers crossed;
 other cases (e.g. the configuration's other precisions) overlaid.
@@ -80,7 +80,7 @@ def _quiet_zone(points: Sequence[Point], threshold_percent: float) -> list[Trace
 
 def _bucket_traces(buckets: Sequence[Mapping[str, Any]], metric: str, colour: str,
                    name: str) -> list[Trace]:
-    """Each bucket as a flat segment over its dates: the median, and the min-max band."""
+    """Each bucket as a flat segment over its dates: the mean, and the min-max band."""
     x: list[Any] = []
     low: list[Any] = []
     high: list[Any] = []
@@ -90,13 +90,13 @@ def _bucket_traces(buckets: Sequence[Mapping[str, Any]], metric: str, colour: st
         summary = b.get(metric)
         if summary is None:
             continue
-        text = (f"reports #{b['firstReportId']} – #{b['lastReportId']} ({b['reports']}), "
-                f"{b['dateFrom']} – {b['dateTo']}<br>median %{{y:.4g}}, "
+        text = (f"{b['reports']} reports, {b['dateFrom']} – {b['dateTo']}<br>"
+                f"mean %{{y:.4g}}, "
                 f"min {summary['min']:.4g}, max {summary['max']:.4g}")
         x += [b["dateFrom"], b["dateTo"], None]
         low += [summary["min"], summary["min"], None]
         high += [summary["max"], summary["max"], None]
-        mid += [summary["median"], summary["median"], None]
+        mid += [summary["mean"], summary["mean"], None]
         hover += [text, text, ""]
     if not x:
         return []
@@ -106,7 +106,7 @@ def _bucket_traces(buckets: Sequence[Mapping[str, Any]], metric: str, colour: st
         {"type": "scatter", "mode": "lines", "x": x, "y": low, "line": {"width": 0},
          "fill": "tonexty", "fillcolor": "rgba(107, 114, 128, 0.18)", "hoverinfo": "skip",
          "name": f"{name}: older reports, min-max per bucket"},
-        {"type": "scatter", "mode": "lines", "x": x, "y": mid, "name": f"{name}: bucket median",
+        {"type": "scatter", "mode": "lines", "x": x, "y": mid, "name": f"{name}: bucket mean",
          "line": {"color": colour, "dash": "dot", "width": 2}, "customdata": hover,
          "hovertemplate": "%{customdata}<extra></extra>"},
     ]

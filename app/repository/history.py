@@ -165,23 +165,119 @@ class HistoryPoint:
     nvlink_rx_gbps: float | None
 
 
-def series_points(
-    session: Session, series: str, case_id: str, until: str | None = None
-) -> list[HistoryPoint]:
-    """Every point of one case's series, oldest first; with ``until``, those of reports
-    dated before it. Columns only (no JSON): 10,000 points read in a few milliseconds."""
-    query = (
+def _case_in_series(series: str, case_id: str, since: str | None,
+                    until: str | None) -> list[ColumnElement[bool]]:
+    where = [ReportRow.series == series, CaseRow.case_id == case_id]
+    if since is not None:
+        where.append(ReportRow.date >= since)
+    if until is not None:
+        where.append(ReportRow.date < until)
+    return where
+
+
+def count_points(session: Session, series: str, case_id: str, since: str | None = None,
+                 until: str | None = None) -> int:
+    """How many reports of the series dated in [since, until) hold the case."""
+    return int(session.execute(
+        select(func.count()).select_from(CaseRow)
+        .join(ReportRow, ReportRow.id == CaseRow.report_id)
+        .where(*_case_in_series(series, case_id, since, until))
+    ).scalar_one())
+
+
+def newest_points(session: Session, series: str, case_id: str, count: int,
+                  until: str | None = None) -> list[HistoryPoint]:
+    """The last ``count`` points of one case's series dated before ``until``, oldest first.
+    Walks the series' reports newest first and stops: the cost is ``count``, not the
+    length of the history."""
+    rows = session.execute(
         select(ReportRow.id, ReportRow.date, ReportRow.created_at, ReportRow.provenance,
                CaseRow.layer_ms, CaseRow.window_min_ms, CaseRow.window_max_ms,
                CaseRow.window_spread_percent, CaseRow.useful_tf_per_gpu,
                CaseRow.percent_of_peak, CaseRow.nvlink_tx_gbps, CaseRow.nvlink_rx_gbps)
         .join(CaseRow, CaseRow.report_id == ReportRow.id)
-        .where(ReportRow.series == series, CaseRow.case_id == case_id)
-        .order_by(*HISTORY_ORDER)
+        .where(*_case_in_series(series, case_id, None, until))
+        .order_by(*[column.desc() for column in HISTORY_ORDER]).limit(count)
+    ).all()
+    return [HistoryPoint(*tuple(row)) for row in reversed(rows)]
+
+
+# The metrics a bucket summarises: wire name -> column.
+BUCKET_METRICS = {"layerMS": CaseRow.layer_ms, "usefulTFPerGPU": CaseRow.useful_tf_per_gpu,
+                  "percentOfPeak": CaseRow.percent_of_peak,
+                  "nvlinkTXGBps": CaseRow.nvlink_tx_gbps,
+                  "nvlinkRXGBps": CaseRow.nvlink_rx_gbps}
+
+
+@dataclass(frozen=True)
+class BucketRow:
+    date_from: str
+    date_to: str
+    reports: int
+    # metric -> (mean, min, max), None where no report of the bucket measured it
+    metrics: dict[str, tuple[float, float, float] | None]
+
+
+def buckets(session: Session, series: str, case_id: str, oldest: int, count: int,
+            since: str | None = None, until: str | None = None) -> list[BucketRow]:
+    """The ``oldest`` first points of the case's series dated in [since, until), in ``count``
+    runs of consecutive points (as even as they split), each summarised in the database:
+    its dates, size, and each metric's mean, min and max. No point leaves the database."""
+    ordered = (
+        select(ReportRow.date.label("date"),
+               *[column.label(name) for name, column in BUCKET_METRICS.items()],
+               func.row_number().over(order_by=HISTORY_ORDER).label("n"))
+        .join(CaseRow, CaseRow.report_id == ReportRow.id)
+        .where(*_case_in_series(series, case_id, since, until))
+        .subquery()
     )
+    # Integer arithmetic on both databases: n = 1..oldest -> bucket 0..count-1.
+    bucket = ((ordered.c.n - 1) * count // oldest).label("bucket")
+    summaries = [aggregate(ordered.c[name]) for name in BUCKET_METRICS
+                 for aggregate in (func.avg, func.min, func.max)]
+    rows = session.execute(
+        select(bucket, func.min(ordered.c.date), func.max(ordered.c.date), func.count(),
+               *summaries)
+        .where(ordered.c.n <= oldest).group_by(bucket).order_by(bucket)
+    ).all()
+    out = []
+    for row in rows:
+        values = list(row[4:])
+        metrics: dict[str, tuple[float, float, float] | None] = {}
+        for i, name in enumerate(BUCKET_METRICS):
+            mean, low, high = values[3 * i:3 * i + 3]
+            metrics[name] = None if mean is None else (float(mean), low, high)
+        out.append(BucketRow(row[1], row[2], int(row[3]), metrics))
+    return out
+
+
+@dataclass(frozen=True)
+class ProvenanceStep:
+    report_id: int
+    date: str
+    previous_report_id: int
+
+
+def provenance_steps(session: Session, series: str, since: str | None = None,
+                     until: str | None = None) -> list[ProvenanceStep]:
+    """The series' reports dated in [since, until) whose provenance key differs from the
+    report before them (that one may be older than ``since``), oldest first."""
+    lagged = select(
+        ReportRow.id.label("id"), ReportRow.date.label("date"),
+        ReportRow.provenance.label("provenance"),
+        func.lag(ReportRow.provenance).over(order_by=HISTORY_ORDER).label("before"),
+        func.lag(ReportRow.id).over(order_by=HISTORY_ORDER).label("before_id"),
+        func.row_number().over(order_by=HISTORY_ORDER).label("n"),
+    ).where(ReportRow.series == series)
     if until is not None:
-        query = query.where(ReportRow.date < until)
-    return [HistoryPoint(*tuple(row)) for row in session.execute(query).all()]
+        lagged = lagged.where(ReportRow.date < until)
+    sub = lagged.subquery()
+    query = (select(sub.c.id, sub.c.date, sub.c.before_id)
+             .where(sub.c.before.is_not(None), sub.c.before != sub.c.provenance)
+             .order_by(sub.c.n))
+    if since is not None:
+        query = query.where(sub.c.date >= since)
+    return [ProvenanceStep(*tuple(row)) for row in session.execute(query).all()]
 
 
 def series_of_case(session: Session, case_id: str, gpu: str) -> list[str]:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
@@ -19,7 +18,7 @@ from ingest.series import series_fields
 
 # A history answers at most this many entries by default: the newest half of them as
 # points, the older reports in the range summarised in as many buckets.
-DEFAULT_MAX_POINTS = 400
+DEFAULT_MAX_POINTS = 200
 MAX_POINTS = 5000
 MIN_POINTS = 10
 
@@ -85,29 +84,15 @@ class JudgedPoint:
 
 @dataclass(frozen=True)
 class Bucket:
-    """Consecutive older reports summarised: each metric's median, min and max."""
+    """Consecutive older reports summarised: each metric's mean, min and max."""
 
-    points: list[history_repo.HistoryPoint]
+    row: history_repo.BucketRow
 
     def as_dict(self) -> dict[str, Any]:
-        first, last = self.points[0], self.points[-1]
-        return {"firstReportId": first.report_id, "lastReportId": last.report_id,
-                "dateFrom": first.date, "dateTo": last.date, "reports": len(self.points),
-                **{name: _summary([_metric(p, name) for p in self.points])
-                   for name in METRICS}}
-
-
-def _summary(values: list[float | None]) -> dict[str, float] | None:
-    known = [v for v in values if v is not None]
-    if not known:
-        return None
-    return {"median": statistics.median(known), "min": min(known), "max": max(known)}
-
-
-def _metric(point: history_repo.HistoryPoint, name: str) -> float | None:
-    return {"layerMS": point.layer_ms, "usefulTFPerGPU": point.useful_tf_per_gpu,
-            "percentOfPeak": point.percent_of_peak, "nvlinkTXGBps": point.nvlink_tx_gbps,
-            "nvlinkRXGBps": point.nvlink_rx_gbps}[name]
+        r = self.row
+        return {"dateFrom": r.date_from, "dateTo": r.date_to, "reports": r.reports,
+                **{name: None if v is None else {"mean": v[0], "min": v[1], "max": v[2]}
+                   for name, v in r.metrics.items()}}
 
 
 @dataclass(frozen=True)
@@ -144,7 +129,12 @@ def case_history(
     """A case's series on a GPU, reports dated from ``since`` to ``until`` (inclusive):
     at most ``max_points`` entries, the newest points in full, each judged against the
     points before it (which may lie before the range), the older ones in buckets. Without
-    ``series``, the GPU's most recently measured shape."""
+    ``series``, the GPU's most recently measured shape.
+
+    What is read does not grow with the history: the newest points and the baseline
+    before them, the buckets as the database sums them up, the few reports where the
+    provenance changed."""
+    settings = settings or Settings()
     found = history_repo.series_of_case(session, case_id, gpu)
     if series is None:
         if not found:
@@ -153,65 +143,54 @@ def case_history(
     elif series not in found:
         raise NotFound(f"series {series!r} on GPU {gpu!r} holds no case {case_id!r}")
     meta = history_repo.series_meta(session, series)
+    start = None if since is None else since.isoformat()
     end = None if until is None else (until + timedelta(days=1)).isoformat()
-    every = history_repo.series_points(session, series, case_id, end)
+    total = history_repo.count_points(session, series, case_id, start, end)
+    full = total if total <= max_points else max_points // 2
     marks = history_repo.series_marks(session, series)
-    start = _first_on_or_after(every, since)
-    in_range = len(every) - start
-    full = in_range if in_range <= max_points else max_points // 2
-    first_full = len(every) - full
-    index = {p.report_id: i for i, p in enumerate(every)}
+    outliers_known = sum(m.kind == "outlier" for m in marks)
+    # The full points and, before them, enough for the first one's baseline: `window`
+    # points besides any outlier among them.
+    fetched = history_repo.newest_points(session, series, case_id,
+                                         full + settings.window + outliers_known, end)
+    first_full = len(fetched) - full
+    index = {p.report_id: i for i, p in enumerate(fetched)}
     steps = {index[m.report_id] for m in marks if m.kind == "step" and m.report_id in index}
     outliers = {index[m.report_id] for m in marks
                 if m.kind == "outlier" and m.report_id in index}
     kinds: dict[int, tuple[str, ...]] = {}
     for m in marks:
         kinds[m.report_id] = (*kinds.get(m.report_id, ()), m.kind)
-    verdicts = judge_series([Point(p.layer_ms, p.window_spread_percent) for p in every],
-                            settings or Settings(), steps=steps, outliers=outliers,
-                            first=first_full)
+    verdicts = judge_series([Point(p.layer_ms, p.window_spread_percent) for p in fetched],
+                            settings, steps=steps, outliers=outliers, first=first_full)
+    older = total - full
     return CaseHistory(
         case_id=case_id,
         series=series,
         fields=series_fields(meta) if meta is not None else {},
         points=[JudgedPoint(p, v, kinds.get(p.report_id, ()))
-                for p, v in zip(every[first_full:], verdicts, strict=True)],
-        buckets=_buckets(every[start:first_full], max_points - full),
-        total=in_range,
-        marks=[m for m in marks if m.report_id in index and index[m.report_id] >= start],
-        provenance_changes=_provenance_changes(session, every, start),
+                for p, v in zip(fetched[first_full:], verdicts, strict=True)],
+        buckets=[Bucket(row) for row in history_repo.buckets(
+            session, series, case_id, older, max_points - full, start, end)] if older else [],
+        total=total,
+        marks=[m for m in marks if (start is None or m.date >= start)
+               and (end is None or m.date < end)],
+        provenance_changes=_provenance_changes(session, series, start, end),
         other_series=[s for s in found if s != series],
     )
 
 
-def _first_on_or_after(points: list[history_repo.HistoryPoint], since: date | None) -> int:
-    if since is None:
-        return 0
-    text = since.isoformat()
-    return next((i for i, p in enumerate(points) if p.date >= text), len(points))
-
-
-def _buckets(points: list[history_repo.HistoryPoint], count: int) -> list[Bucket]:
-    """``points`` in at most ``count`` runs of consecutive points, as even as they split."""
-    if not points or count <= 0:
-        return []
-    count = min(count, len(points))
-    bounds = [len(points) * i // count for i in range(count + 1)]
-    return [Bucket(points[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
-
-
-def _provenance_changes(
-    session: Session, points: list[history_repo.HistoryPoint], start: int
-) -> list[ProvenanceChange]:
-    """Each report of the range (from ``start``) whose provenance key differs from the
-    report before it; only those reports' metas are read."""
-    pairs = [(points[i - 1].report_id, points[i]) for i in range(max(start, 1), len(points))
-             if points[i].provenance != points[i - 1].provenance]
+def _provenance_changes(session: Session, series: str, start: str | None,
+                        end: str | None) -> list[ProvenanceChange]:
+    """Each report of the range whose provenance differs from the report before it, named;
+    only those reports' metas are read."""
+    steps = history_repo.provenance_steps(session, series, start, end)
     metas = history_repo.report_metas(
-        session, {rid for before, p in pairs for rid in (before, p.report_id)})
-    return [ProvenanceChange(p.report_id, p.date,
-                             provenance.changes(metas[before], metas[p.report_id]))
-            for before, p in pairs]
+        session, {rid for s in steps for rid in (s.report_id, s.previous_report_id)})
+    return [ProvenanceChange(s.report_id, s.date,
+                             provenance.changes(metas[s.previous_report_id],
+                                                metas[s.report_id]))
+            for s in steps]
 
 
 def point_dict(judged: JudgedPoint) -> dict[str, Any]:

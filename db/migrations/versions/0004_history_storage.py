@@ -97,7 +97,9 @@ def upgrade() -> None:
         for name in _ARRAYS:
             batch_op.drop_column(name)
         batch_op.create_index('ix_cases_case_id_report_id', ['case_id', 'report_id'],
-                              unique=False)
+                              unique=False, postgresql_include=[
+                                  'layer_ms', 'useful_tf_per_gpu', 'percent_of_peak',
+                                  'nvlink_tx_gbps', 'nvlink_rx_gbps'])
 
     op.create_table('report_marks',
     sa.Column('id', sa.Integer(), nullable=False),
