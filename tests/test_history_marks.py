@@ -133,8 +133,9 @@ def test_marks_need_an_admin_and_a_reason(client: TestClient, session: Session,
     admin = auth("admin")
     error_detail(client.put(f"{path}/sideways", json=reason, headers=admin), 422,
                  "validation_error")
-    error_detail(client.put(f"{path}/step", json={"reason": ""}, headers=admin), 422,
-                 "validation_error")
+    for bad in ("", "a\x00b", "x" * 2001):
+        error_detail(client.put(f"{path}/step", json={"reason": bad}, headers=admin), 422,
+                     "validation_error")
     error_detail(client.put(f"{REPORTS}/999999/marks/step", json=reason, headers=admin), 404,
                  "not_found")
     assert client.put(f"{path}/outlier", json=reason, headers=admin).status_code == 200

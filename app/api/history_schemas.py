@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from app.api.params import no_nul
 from app.repository.history import Mark
 from app.services.history import (
     CaseHistory,
@@ -111,7 +112,9 @@ class BucketOut(Out):
 
 
 class MarkIn(Out):
-    reason: str = Field(min_length=1, max_length=2000, description="why, for the history")
+    # no_nul: Postgres refuses NUL in text (a 500, not the 422 it is).
+    reason: Annotated[str, AfterValidator(no_nul)] = Field(
+        min_length=1, max_length=2000, description="why, for the history")
 
 
 class MarkOut(Out):
