@@ -94,8 +94,10 @@ class ReportRow(Base):
 
     __table_args__ = (
         Index("ix_reports_created_at_id", "created_at", "id"),
-        # A series' reports in history order, found without reading other series.
-        Index("ix_reports_series_date", "series", "date", "created_at", "id"),
+        # A series' reports in history order, found without reading other series; on
+        # Postgres with their provenance, so history finds its changes from the index alone.
+        Index("ix_reports_series_date", "series", "date", "created_at", "id",
+              postgresql_include=["provenance"]),
         # The series of a GPU and their latest date, read from the index alone.
         Index("ix_reports_gpu_series_date", "gpu", "series", "date"),
         CheckConstraint("case_count >= 0", name="case_count_non_negative"),

@@ -4,12 +4,14 @@ older summarised), on SQLite and Postgres, over synthetic series built from the 
 
 from __future__ import annotations
 
+import importlib
 import statistics
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from api_helpers import REPORTS, error_detail
+from dash.development.base_component import Component
 from fastapi.testclient import TestClient
 from history_helpers import ingest, synthetic_series
 from sqlalchemy.orm import Session
@@ -17,7 +19,8 @@ from sqlalchemy.orm import Session
 from app import figures
 from app.cli import main
 from app.core.errors import NotFound
-from app.services import history_view
+from app.main import create_app
+from app.services import history_view, marks
 from app.services.history import case_history, point_dict, report_regressions
 from ingest.regressions import Settings
 
@@ -254,3 +257,36 @@ def test_history_view_overlays_other_cases_and_names_the_missing(
         "overlay every precision and pipeline of this configuration (4 cases)"]
     with pytest.raises(NotFound):
         history_view.history_view(session, [main], gpu, None, "nonsense")
+
+
+def test_history_page_lists_the_changes_and_marks(
+    session: Session, reference: Body, settings_env: Callable[..., None]
+) -> None:
+    create_app()  # the page registers itself once the Dash app exists
+    page = importlib.import_module("app.dashboard.pages.history")
+    reports = synthetic_series(reference, 5, seed=10)
+    for i, report in enumerate(reports):
+        report["meta"]["host"] = {"driver": "580.95" if i < 3 else "580.159"}
+    ids = [ingest(session, r) for r in reports]
+    marks.put_mark(session, ids[3], "step", "driver upgrade, expected", "alice")
+    session.commit()
+    case = reference["cases"][0]["id"]
+    shown = texts(page.layout(caseId=case, gpu=reference["meta"]["gpu"]))
+    joined = " ".join(shown)
+    assert "driver 580.95 -> 580.159" in joined
+    assert "driver upgrade, expected — alice" in joined
+    # Every point in the table, the step named in its row.
+    assert sum(t.startswith("#") for t in shown) == 5 and "step" in shown
+    bad = texts(page.layout(caseId=case, gpu=reference["meta"]["gpu"], since="yesterday"))
+    assert "since 'yesterday' is not a date (YYYY-MM-DD)" in " ".join(bad)
+
+
+def texts(component: Any) -> list[str]:
+    """Every string child in a Dash component tree (what the browser shows as text)."""
+    if isinstance(component, str):
+        return [component]
+    if isinstance(component, list | tuple):
+        return [t for c in component for t in texts(c)]
+    if isinstance(component, Component):
+        return texts(getattr(component, "children", None))
+    return []

@@ -3,7 +3,8 @@
 reports.body (report.json's bytes, zlib) replaces each case's payload copy and the array
 columns that repeated it (windows, receive_rows, saved_bytes, recompute); cases keep the
 combined windows' min and max for history's band. reports.provenance keys meta.host.
-Indexes: cases (case_id, report_id), reports (gpu, series, date). report_marks: an admin's
+Indexes: cases (case_id, report_id), reports (gpu, series, date); on Postgres they carry
+the columns history reads (INCLUDE). report_marks: an admin's
 step and outlier marks. Both directions convert the stored reports.
 
 Revision ID: 0004
@@ -92,6 +93,9 @@ def upgrade() -> None:
         batch_op.alter_column('body', existing_type=sa.LargeBinary(), nullable=False)
         batch_op.create_index('ix_reports_gpu_series_date', ['gpu', 'series', 'date'],
                               unique=False)
+        batch_op.drop_index('ix_reports_series_date')
+        batch_op.create_index('ix_reports_series_date', ['series', 'date', 'created_at', 'id'],
+                              unique=False, postgresql_include=['provenance'])
     with op.batch_alter_table('cases', schema=None) as batch_op:
         batch_op.drop_column('payload')
         for name in _ARRAYS:
@@ -144,6 +148,9 @@ def downgrade() -> None:
         for name in ('payload', *_ARRAYS):
             batch_op.alter_column(name, existing_type=sa.JSON(), nullable=False)
     with op.batch_alter_table('reports', schema=None, table_kwargs=_KEEP) as batch_op:
+        batch_op.drop_index('ix_reports_series_date')
+        batch_op.create_index('ix_reports_series_date', ['series', 'date', 'created_at', 'id'],
+                              unique=False)
         batch_op.drop_index('ix_reports_gpu_series_date')
         batch_op.drop_column('body')
         batch_op.drop_column('provenance')
