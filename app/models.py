@@ -166,6 +166,10 @@ class CaseRow(Base):
     # The combined windows' range, for history's band (the arrays are in the report's body).
     window_min_ms: Mapped[float | None] = mapped_column(Float)
     window_max_ms: Mapped[float | None] = mapped_column(Float)
+    # phaseMS, for history's phase metrics (null where the runner timed no phases).
+    phase_dispatch_ms: Mapped[float | None] = mapped_column(Float)
+    phase_experts_ms: Mapped[float | None] = mapped_column(Float)
+    phase_combine_ms: Mapped[float | None] = mapped_column(Float)
 
     report: Mapped[ReportRow] = relationship(back_populates="cases")
     caveats: Mapped[list[CaveatRow]] = relationship(

@@ -290,3 +290,25 @@ def texts(component: Any) -> list[str]:
     if isinstance(component, Component):
         return texts(getattr(component, "children", None))
     return []
+
+
+def test_history_draws_each_phase(client: TestClient, session: Session, reference: Body) -> None:
+    reports = synthetic_series(reference, 4, seed=13)
+    for i, report in enumerate(reports):
+        report["cases"][0]["phaseMS"] = {"dispatch": 0.3 + i / 100, "experts": 0.5,
+                                         "combine": 0.4 * (1.3 if i == 3 else 1.0)}
+    ingest_ids = [ingest(session, r) for r in reports]
+    case = reference["cases"][0]["id"]
+    gpu = reference["meta"]["gpu"]
+    body = client.get("/api/v1/history", params={"caseId": case, "gpu": gpu}).json()
+    assert [(p["reportId"], p["dispatchMS"], p["expertsMS"], p["combineMS"])
+            for p in body["points"]] == [
+        (rid, r["cases"][0]["phaseMS"]["dispatch"], 0.5, r["cases"][0]["phaseMS"]["combine"])
+        for rid, r in zip(ingest_ids, reports, strict=True)]
+    # A case without phases answers null, and its phase chart says it has no point.
+    other = client.get("/api/v1/history",
+                       params={"caseId": reference["cases"][1]["id"], "gpu": gpu}).json()
+    assert {p["combineMS"] for p in other["points"]} == {None}
+    view = history_view.history_view(session, [case], gpu, None, "combineMS")
+    drawn = next(t for t in view.specs["combine"]["data"] if t.get("mode") == "lines+markers")
+    assert drawn["y"] == [r["cases"][0]["phaseMS"]["combine"] for r in reports]

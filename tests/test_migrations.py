@@ -102,6 +102,7 @@ def test_0004_converts_stored_reports_both_ways(empty_database: str, reference: 
     upgrade(empty_database)
     body = copy.deepcopy(reference)
     body["meta"]["host"] = {"driver": "580.95", "torch": "2.11"}
+    body["cases"][0]["phaseMS"] = {"dispatch": 0.25, "experts": 0.5, "combine": 0.125}
     engine = create_engine(empty_database, poolclass=pool.NullPool)
     try:
         with Session(engine) as session:
@@ -132,6 +133,10 @@ def test_0004_converts_stored_reports_both_ways(empty_database: str, reference: 
             assert row is not None
             combined = body["cases"][0]["windows"]["combined"]
             assert tuple(row) == (min(combined), max(combined))
+            phases = session.execute(text(
+                "SELECT phase_dispatch_ms, phase_experts_ms, phase_combine_ms FROM cases "
+                "ORDER BY position")).all()
+            assert [tuple(p) for p in phases[:2]] == [(0.25, 0.5, 0.125), (None, None, None)]
             stored = session.execute(text("SELECT provenance FROM reports")).scalar_one()
             assert stored == provenance_key(body["meta"])
     finally:

@@ -82,6 +82,10 @@ class HistoryPointOut(Out):
     percentOfPeak: float | None
     nvlinkTXGBps: float | None
     nvlinkRXGBps: float | None
+    # phaseMS (null where the runner timed no phases); not summarised in buckets.
+    dispatchMS: float | None
+    expertsMS: float | None
+    combineMS: float | None
     # The point judged against the points before it, as when it was new.
     status: Status
     changePercent: float | None

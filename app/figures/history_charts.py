@@ -30,7 +30,10 @@ METRICS = {"layerMS": ("layer-time", "layer time (ms)"),
            "usefulTFPerGPU": ("throughput", "useful TFLOP/s per GPU"),
            "percentOfPeak": ("percent-of-peak", "% of peak"),
            "nvlinkTXGBps": ("nvlink-tx", "NVLink TX GB/s"),
-           "nvlinkRXGBps": ("nvlink-rx", "NVLink RX GB/s")}
+           "nvlinkRXGBps": ("nvlink-rx", "NVLink RX GB/s"),
+           "dispatchMS": ("dispatch", "dispatch phase (ms)"),
+           "expertsMS": ("experts", "experts phase (ms)"),
+           "combineMS": ("combine", "combine phase (ms)")}
 
 
 def point_label(point: Point) -> str:

@@ -163,6 +163,9 @@ class HistoryPoint:
     percent_of_peak: float | None
     nvlink_tx_gbps: float | None
     nvlink_rx_gbps: float | None
+    dispatch_ms: float | None
+    experts_ms: float | None
+    combine_ms: float | None
 
 
 def _case_in_series(series: str, case_id: str, since: str | None,
@@ -194,7 +197,8 @@ def newest_points(session: Session, series: str, case_id: str, count: int,
         select(ReportRow.id, ReportRow.date, ReportRow.created_at, ReportRow.provenance,
                CaseRow.layer_ms, CaseRow.window_min_ms, CaseRow.window_max_ms,
                CaseRow.window_spread_percent, CaseRow.useful_tf_per_gpu,
-               CaseRow.percent_of_peak, CaseRow.nvlink_tx_gbps, CaseRow.nvlink_rx_gbps)
+               CaseRow.percent_of_peak, CaseRow.nvlink_tx_gbps, CaseRow.nvlink_rx_gbps,
+               CaseRow.phase_dispatch_ms, CaseRow.phase_experts_ms, CaseRow.phase_combine_ms)
         .join(CaseRow, CaseRow.report_id == ReportRow.id)
         .where(*_case_in_series(series, case_id, None, until))
         .order_by(*[column.desc() for column in HISTORY_ORDER]).limit(count)

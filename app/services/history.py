@@ -25,7 +25,8 @@ MIN_POINTS = 10
 # The metrics a history can draw: wire name -> label with its unit.
 METRICS = {"layerMS": "layer time (ms)", "usefulTFPerGPU": "useful TFLOP/s per GPU",
            "percentOfPeak": "% of peak", "nvlinkTXGBps": "NVLink TX GB/s",
-           "nvlinkRXGBps": "NVLink RX GB/s"}
+           "nvlinkRXGBps": "NVLink RX GB/s", "dispatchMS": "dispatch phase (ms)",
+           "expertsMS": "experts phase (ms)", "combineMS": "combine phase (ms)"}
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,8 @@ def point_dict(judged: JudgedPoint) -> dict[str, Any]:
         "layerMS": p.layer_ms, "windowMinMS": p.window_min_ms, "windowMaxMS": p.window_max_ms,
         "windowSpreadPercent": p.window_spread_percent, "usefulTFPerGPU": p.useful_tf_per_gpu,
         "percentOfPeak": p.percent_of_peak, "nvlinkTXGBps": p.nvlink_tx_gbps,
-        "nvlinkRXGBps": p.nvlink_rx_gbps, "status": v.status,
+        "nvlinkRXGBps": p.nvlink_rx_gbps, "dispatchMS": p.dispatch_ms,
+        "expertsMS": p.experts_ms, "combineMS": p.combine_ms, "status": v.status,
         "changePercent": v.change_percent, "baseline": v.baseline,
         "baselinePoints": v.baseline_points, "noisePercent": v.noise_percent,
         "marks": list(judged.marks),

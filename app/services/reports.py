@@ -141,6 +141,8 @@ def _case_row(
         **{f.column: derived[f.wire] for f in case_fields.DERIVED if f.column},
         "window_min_ms": min(case.windows.combined, default=None),
         "window_max_ms": max(case.windows.combined, default=None),
+        **{f"phase_{name}_ms": getattr(case.phaseMS, name) if case.phaseMS else None
+           for name in ("dispatch", "experts", "combine")},
     }
 
 

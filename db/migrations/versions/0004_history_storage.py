@@ -2,7 +2,7 @@
 
 reports.body (report.json's bytes, zlib) replaces each case's payload copy and the array
 columns that repeated it (windows, receive_rows, saved_bytes, recompute); cases keep the
-combined windows' min and max for history's band. reports.provenance keys meta.host.
+combined windows' min and max for history's band, and phaseMS as three columns. reports.provenance keys meta.host.
 Indexes: cases (case_id, report_id), reports (gpu, series, date); on Postgres they carry
 the columns history reads (INCLUDE). report_marks: an admin's
 step and outlier marks. Both directions convert the stored reports.
@@ -29,6 +29,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _KEEP = {"sqlite_autoincrement": True}
+_PHASES = ("dispatch", "experts", "combine")
 _ARRAYS = ("windows", "receive_rows", "saved_bytes", "recompute")
 # wire name of each array column, and what ingest stored when the case left it out.
 _WIRE = {"windows": ("windows", None), "receive_rows": ("receiveRows", []),
@@ -41,6 +42,8 @@ _cases = sa.table('cases', sa.column('id', sa.Integer()), sa.column('report_id',
                   sa.column('position', sa.Integer()), sa.column('case_id', sa.String(300)),
                   sa.column('payload', sa.JSON()), sa.column('window_min_ms', sa.Float()),
                   sa.column('window_max_ms', sa.Float()),
+                  *[sa.column(f'phase_{name}_ms', sa.Float()) for name in ('dispatch', 'experts',
+                                                                            'combine')],
                   *[sa.column(name, sa.JSON()) for name in _ARRAYS])
 
 
@@ -71,6 +74,8 @@ def upgrade() -> None:
     with op.batch_alter_table('cases', schema=None) as batch_op:
         batch_op.add_column(sa.Column('window_min_ms', sa.Float(), nullable=True))
         batch_op.add_column(sa.Column('window_max_ms', sa.Float(), nullable=True))
+        for name in _PHASES:
+            batch_op.add_column(sa.Column(f'phase_{name}_ms', sa.Float(), nullable=True))
 
     bind = op.get_bind()
     report_ids = bind.execute(sa.select(_reports.c.id).order_by(_reports.c.id)).scalars().all()
@@ -85,8 +90,10 @@ def upgrade() -> None:
             provenance=_provenance(meta)))
         for pk, payload in rows:
             combined = payload["windows"]["combined"]
+            phases = payload.get("phaseMS") or {}
             bind.execute(_cases.update().where(_cases.c.id == pk).values(
-                window_min_ms=min(combined), window_max_ms=max(combined)))
+                window_min_ms=min(combined), window_max_ms=max(combined),
+                **{f'phase_{name}_ms': phases.get(name) for name in _PHASES}))
 
     with op.batch_alter_table('reports', schema=None, table_kwargs=_KEEP) as batch_op:
         batch_op.alter_column('provenance', existing_type=sa.String(length=16), nullable=False)
@@ -143,6 +150,8 @@ def downgrade() -> None:
                 **{name: case.get(wire, missing) for name, (wire, missing) in _WIRE.items()}))
 
     with op.batch_alter_table('cases', schema=None) as batch_op:
+        for name in _PHASES:
+            batch_op.drop_column(f'phase_{name}_ms')
         batch_op.drop_column('window_max_ms')
         batch_op.drop_column('window_min_ms')
         for name in ('payload', *_ARRAYS):
