@@ -105,10 +105,11 @@ FIELDS: tuple[CaseField, ...] = (
     CaseField("graphAccepted", "graphs accepted", bool, "graph_accepted"),
     CaseField("allocationRetries", "allocation retries", int, "allocation_retries"),
     CaseField("ooms", "OOMs", int, "ooms"),
-    CaseField("windows", "windows", dict, "windows"),
-    CaseField("receiveRows", "received rows per rank", list, "receive_rows"),
-    CaseField("savedBytes", "saved bytes per rank", list, "saved_bytes"),
-    CaseField("recompute", "recompute per layer", list, "recompute"),
+    # Arrays: in the report's stored body only (nothing filters or sorts on them).
+    CaseField("windows", "windows", dict),
+    CaseField("receiveRows", "received rows per rank", list),
+    CaseField("savedBytes", "saved bytes per rank", list),
+    CaseField("recompute", "recompute per layer", list),
     # moescope's own runner adds these (other runners may not): shown, not columns.
     CaseField("phaseMS", "phase ms (dispatch, experts, combine)", dict),
     CaseField("phaseMeanMS", "phase ms, mean over ranks", dict),

@@ -15,6 +15,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -69,10 +70,18 @@ class ReportRow(Base):
     gpu: Mapped[str] = mapped_column(String(200), index=True)
     # ``ingest.series.series_context`` of the meta: the series its cases continue.
     series: Mapped[str] = mapped_column(String(16))
+    # ``ingest.provenance.provenance_key`` of the meta: history marks where it changes
+    # without decoding every report's meta.
+    provenance: Mapped[str] = mapped_column(String(16))
     source: Mapped[str | None] = mapped_column(Text)
     meta: Mapped[dict[str, Any]] = mapped_column(JSON)
     # Top-level keys other than meta and cases, kept so report.json is exact.
     extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # report.json's exact bytes, zlib-compressed (``app.report_body``): the one copy of
+    # every case as posted. The columns hold what is queried; a per-case JSON copy beside
+    # them doubled a report's bytes.
+    # Deferred: read where report.json or its cases are served, never with a list of rows.
+    body: Mapped[bytes] = mapped_column(LargeBinary, deferred=True)
     case_count: Mapped[int] = mapped_column(Integer, default=0)
     best_percent_of_peak: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
@@ -85,14 +94,23 @@ class ReportRow(Base):
 
     __table_args__ = (
         Index("ix_reports_created_at_id", "created_at", "id"),
-        # A series' reports in history order, found without reading other series.
-        Index("ix_reports_series_date", "series", "date", "created_at", "id"),
+        # A series' reports in history order, found without reading other series; on
+        # Postgres with their provenance, so history finds its changes from the index alone.
+        Index("ix_reports_series_date", "series", "date", "created_at", "id",
+              postgresql_include=["provenance"]),
+        # The series of a GPU and their latest date, read from the index alone.
+        Index("ix_reports_gpu_series_date", "gpu", "series", "date"),
         CheckConstraint("case_count >= 0", name="case_count_non_negative"),
         # Without AUTOINCREMENT SQLite hands a deleted newest report's id to the next
         # one: a runner still appending to /reports/{id}/cases would write into an
         # unrelated report, and old links would show it. (Postgres never reuses ids.)
         {"sqlite_autoincrement": True},
     )
+
+
+# The columns history summarises per bucket (app.repository.history.BUCKET_METRICS).
+HISTORY_METRIC_COLUMNS = ("layer_ms", "useful_tf_per_gpu", "percent_of_peak", "nvlink_tx_gbps",
+                          "nvlink_rx_gbps")
 
 
 class CaseRow(Base):
@@ -151,12 +169,13 @@ class CaseRow(Base):
     limiter: Mapped[str | None] = mapped_column(String(20))
     communication_share_percent: Mapped[float | None] = mapped_column(Float)
 
-    # Arrays, and the case exactly as posted (unknown fields included).
-    windows: Mapped[dict[str, Any]] = mapped_column(JSON)
-    receive_rows: Mapped[list[int]] = mapped_column(JSON)
-    saved_bytes: Mapped[list[int]] = mapped_column(JSON)
-    recompute: Mapped[list[bool]] = mapped_column(JSON)
-    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # The combined windows' range, for history's band (the arrays are in the report's body).
+    window_min_ms: Mapped[float | None] = mapped_column(Float)
+    window_max_ms: Mapped[float | None] = mapped_column(Float)
+    # phaseMS, for history's phase metrics (null where the runner timed no phases).
+    phase_dispatch_ms: Mapped[float | None] = mapped_column(Float)
+    phase_experts_ms: Mapped[float | None] = mapped_column(Float)
+    phase_combine_ms: Mapped[float | None] = mapped_column(Float)
 
     report: Mapped[ReportRow] = relationship(back_populates="cases")
     caveats: Mapped[list[CaveatRow]] = relationship(
@@ -167,6 +186,11 @@ class CaseRow(Base):
     __table_args__ = (
         UniqueConstraint("report_id", "case_id", name="uq_cases_report_id_case_id"),
         Index("ix_cases_report_id_position", "report_id", "position"),
+        # One case across reports (history, series lookups) without reading every report;
+        # on Postgres the metrics history sums up ride along, so a year of one case is
+        # summarised from the index alone (each case row sits on its own page).
+        Index("ix_cases_case_id_report_id", "case_id", "report_id",
+              postgresql_include=list(HISTORY_METRIC_COLUMNS)),
         CheckConstraint("ep > 0", name="ep_positive"),
         CheckConstraint("forward_ms > 0", name="forward_ms_positive"),
         CheckConstraint("layer_ms > 0", name="layer_ms_positive"),
@@ -182,6 +206,25 @@ class CaveatRow(Base):
     case_pk: Mapped[int] = mapped_column(ForeignKey("cases.id", ondelete="CASCADE"), index=True)
     code: Mapped[str] = mapped_column(String(50), index=True)
     message: Mapped[str] = mapped_column(Text)
+
+
+class MarkRow(Base):
+    """An admin's note on a report for its series' baselines: ``step`` (a known change of
+    level: baselines restart after it) or ``outlier`` (left out of every baseline)."""
+
+    __tablename__ = "report_marks"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    report_id: Mapped[int] = mapped_column(ForeignKey("reports.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str] = mapped_column(Text)
+    created_by: Mapped[str] = mapped_column(String(200))  # the token's name
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (
+        UniqueConstraint("report_id", "kind", name="uq_report_marks_report_id_kind"),
+        CheckConstraint("kind IN ('step', 'outlier')", name="kind_known"),
+    )
 
 
 class TokenRow(Base):

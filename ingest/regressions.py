@@ -12,12 +12,17 @@ MAD · 1.4826 estimates a standard deviation that one outlier cannot inflate (co
 z-score, made robust, since a series here is short); the window spreads (max − min over
 median of ``windows.combined``) say how far one run can move on its own, which a short
 history cannot know. Fewer than ``min_points`` earlier points: no verdict, say so.
+
+Known changes (``judge_series``): a report marked as a step starts a new baseline (it and
+the reports after it are judged only against reports from it on), and a report marked as
+an outlier is judged but never part of a baseline.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -76,7 +81,8 @@ def noise_percent(history: Sequence[Point], newest: Point, baseline: float, z: f
 def judge(history: Sequence[Point], newest: Point, settings: Settings | None = None) -> Verdict:
     """The verdict on ``newest`` given the earlier points of its series, oldest first."""
     settings = settings or Settings()
-    recent = list(history)[-settings.window:]
+    # The last `window` points only: a caller passing a whole series still pays O(window).
+    recent = list(history)[-settings.window:] if len(history) > settings.window else history
     if len(recent) < settings.min_points:
         return Verdict("insufficient_history", baseline_points=len(recent))
     baseline = statistics.median(p.layer_ms for p in recent)
@@ -87,3 +93,24 @@ def judge(history: Sequence[Point], newest: Point, settings: Settings | None = N
         status = "regression" if change > 0 else "improvement"
     return Verdict(status, baseline_points=len(recent), baseline=baseline,
                    change_percent=change, noise_percent=noise)
+
+
+def judge_series(
+    points: Sequence[Point], settings: Settings | None = None, *,
+    steps: Collection[int] = (), outliers: Collection[int] = (), first: int = 0,
+) -> list[Verdict]:
+    """The verdict on each of ``points[first:]`` (a series, oldest first) against the points
+    before it, in one pass: a sliding window of the last ``window`` baseline points makes
+    each verdict O(window), the series O(n · window). ``steps`` and ``outliers`` are
+    indices into ``points`` (see the module's note)."""
+    settings = settings or Settings()
+    recent: deque[Point] = deque(maxlen=settings.window)
+    verdicts = []
+    for i, point in enumerate(points):
+        if i in steps:
+            recent.clear()
+        if i >= first:
+            verdicts.append(judge(recent, point, settings))
+        if i not in outliers:
+            recent.append(point)
+    return verdicts

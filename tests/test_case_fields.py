@@ -31,8 +31,10 @@ from ingest.validate import validate_report
 Body = dict[str, Any]
 Auth = Callable[[str], dict[str, str]]
 
-# Columns of a case row that hold no case field: keys, bookkeeping, the posted JSON.
-_BOOKKEEPING = {"id", "report_id", "position", "content_sha256", "payload"}
+# Columns of a case row that hold no case field: keys, bookkeeping, and what history reads
+# (the windows' range, phaseMS's three phases).
+_BOOKKEEPING = {"id", "report_id", "position", "content_sha256", "window_min_ms",
+                "window_max_ms", "phase_dispatch_ms", "phase_experts_ms", "phase_combine_ms"}
 _KIND_OF_TYPE = {Integer: int, BigInteger: int, Float: float, String: str, Text: str,
                  Boolean: bool}
 

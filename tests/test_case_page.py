@@ -6,12 +6,12 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from app.services.case_text import formatted, size_text
 from compare_helpers import combine_slowed
 from history_helpers import ingest
 from page_helpers import find, pages, texts  # noqa: F401 - pages is a fixture
 from sqlalchemy.orm import Session
 
+from app.services.case_text import formatted, size_text
 from app.services.history import history_path
 
 Body = dict[str, Any]

@@ -25,7 +25,6 @@ from app.repository import cases as cases_repo
 from app.services import case_table, chart_panels, comparison, report_list, report_view
 from app.services import cases as case_service
 from app.services import reports as report_service
-from app.services.cases import case_out
 from ingest.validate import validate_report
 
 SCRIPT_NOTE = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
@@ -278,7 +277,7 @@ def test_the_cache_hands_out_read_only_reports(session: Session, reference_id: i
 def test_view_cases_are_what_the_api_serves(session: Session, reference_id: int) -> None:
     rows, _ = cases_repo.list_cases(session, reference_id)
     assert (case_service.view_cases(session, reference_id, CaseFilter())
-            == [case_out(r) for r in rows])
+            == case_service.cases_out(session, reference_id, rows))
     some = case_service.view_cases(session, reference_id, CaseFilter(mode=["training"], ep=[64]))
     assert some and {(c["mode"], c["ep"]) for c in some} == {("training", 64)}
 
@@ -301,6 +300,41 @@ def test_reports_page_lists_newest_first_and_searches(
     found = pages["reports"].search("other gpu")
     assert "Other GPU <b>bold</b>" in texts(found) and reference["meta"]["gpu"] not in texts(found)
     assert "No report matches the search." in texts(pages["reports"].search("nothing-like-it"))
+
+
+def _walk(component: Any) -> list[Any]:
+    """Every component in a Dash component tree."""
+    if isinstance(component, list | tuple):
+        return [c for child in component for c in _walk(child)]
+    if isinstance(component, Component):
+        return [component, *_walk(getattr(component, "children", None))]
+    return []
+
+
+def test_reports_page_reaches_every_report(
+    session: Session, reference: dict[str, Any], pages: dict[str, ModuleType],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ids = []
+    for i in range(5):
+        body = copy.deepcopy(reference)
+        body["meta"]["runId"] = f"paged-{i}"
+        ids.append(ingest(session, body))
+    reports = pages["reports"]
+    monkeypatch.setattr(reports, "PER_PAGE", 2)
+    newest_first = ids[::-1]
+    for page, want in ((1, newest_first[:2]), (2, newest_first[2:4]), (3, newest_first[4:])):
+        shown = reports.layout(page=str(page))
+        listed = [t for t in texts(find(shown, "reports-table")) if t.startswith("#")]
+        assert listed == [f"#{i}" for i in want]
+        first = (page - 1) * 2 + 1
+        assert find(shown, "reports-count").children == (
+            f"reports {first:,}–{min(5, page * 2):,} of 5")
+    # The middle page links to every other one; the search keeps its words in the links.
+    middle = reports.layout(page="2", q="paged")
+    hrefs = [c.href for c in _walk(middle) if getattr(c, "href", None)]
+    assert {"/?q=paged", "/?q=paged&page=3"} <= set(hrefs)
+    assert find(reports.layout(page="9"), "reports-count").children == "5 reports; no page 9"
 
 
 def test_report_page_and_filter_callback(
@@ -527,6 +561,7 @@ def test_page_texts_read_the_regression_settings_they_describe() -> None:
     """The numbers in the words come from the settings that judged (and the module's
     defaults), not from copies typed into the text."""
     from app.dashboard.history_view import ReportMarks
+
     from app.dashboard.moved_cases import moved_cases_section
     from app.figures import verdict_text
     from app.services.history import ReportVerdicts

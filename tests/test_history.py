@@ -125,7 +125,7 @@ def test_history_chart_marks_the_flagged_point_and_its_quiet_zone() -> None:
         go.Figure(figures.to_figure(spec).to_dict())  # a validating round trip accepts it
     layer = figures.to_figure(specs["layer-time"])
     by_name = {trace.name: trace for trace in layer.data}
-    assert list(by_name["regression"].x) == ["2026-10-05 #5"]
+    assert list(by_name["regression"].x) == ["2026-10-05"]
     assert list(by_name["regression"].text) == ["+20.0 %"]
     assert list(by_name["improvement"].x) == []
     # The band a point could land in unflagged: baseline +- max(5 % threshold, its noise).

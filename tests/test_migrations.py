@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from app.report_json import report_json_bytes
 from conftest import fresh_postgres_database
 from sqlalchemy import create_engine, inspect, pool, text
+from sqlalchemy.orm import Session
 
 from app.models import Base
+from app.services.reports import ingest
 from db.migrate import downgrade, head_revision, upgrade
+from ingest.provenance import provenance_key
 from ingest.series import series_context
 
-TABLES = {"reports", "cases", "caveats", "api_tokens"}
+TABLES = {"reports", "cases", "caveats", "api_tokens", "report_marks"}
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -87,3 +93,51 @@ def test_upgrade_gives_existing_reports_their_series(empty_database: str) -> Non
         engine.dispose()
     # What ingest computes for the same meta today.
     assert stored == series_context(meta)
+
+
+def test_0004_converts_stored_reports_both_ways(empty_database: str, reference: Any) -> None:
+    """A report stored at head, taken down to 0002 (one JSON payload per case, the array
+    columns) and up again: report.json keeps its exact bytes, and 0002's rows hold each case
+    as posted."""
+    upgrade(empty_database)
+    body = copy.deepcopy(reference)
+    body["meta"]["host"] = {"driver": "580.95", "torch": "2.11"}
+    body["cases"][0]["phaseMS"] = {"dispatch": 0.25, "experts": 0.5, "combine": 0.125}
+    engine = create_engine(empty_database, poolclass=pool.NullPool)
+    try:
+        with Session(engine) as session:
+            report_id = ingest(session, body).id
+            session.commit()
+            posted = report_json_bytes(session, report_id)
+        # What the service served before 0004 for this body, worked out here.
+        document = {"meta": body["meta"], "cases": body["cases"]}
+        assert posted == json.dumps(document, ensure_ascii=False).encode("utf-8")
+
+        downgrade(empty_database, "0002")
+        with engine.connect() as connection:
+            rows = connection.execute(text(
+                "SELECT case_id, payload, windows, receive_rows FROM cases "
+                "ORDER BY position")).all()
+        decoded = [(c, *(json.loads(v) if isinstance(v, str) else v for v in rest))
+                   for c, *rest in rows]
+        assert [r[0] for r in decoded] == [c["id"] for c in body["cases"]]
+        assert [r[1] for r in decoded] == body["cases"]
+        assert [r[2] for r in decoded] == [c["windows"] for c in body["cases"]]
+        assert [r[3] for r in decoded] == [c.get("receiveRows", []) for c in body["cases"]]
+
+        upgrade(empty_database)
+        with Session(engine) as session:
+            assert report_json_bytes(session, report_id) == posted
+            row = session.execute(text(
+                "SELECT window_min_ms, window_max_ms FROM cases ORDER BY position")).first()
+            assert row is not None
+            combined = body["cases"][0]["windows"]["combined"]
+            assert tuple(row) == (min(combined), max(combined))
+            phases = session.execute(text(
+                "SELECT phase_dispatch_ms, phase_experts_ms, phase_combine_ms FROM cases "
+                "ORDER BY position")).all()
+            assert [tuple(p) for p in phases[:2]] == [(0.25, 0.5, 0.125), (None, None, None)]
+            stored = session.execute(text("SELECT provenance FROM reports")).scalar_one()
+            assert stored == provenance_key(body["meta"])
+    finally:
+        engine.dispose()

@@ -3,12 +3,13 @@ series built from the reference report with seeded noise within each case's wind
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
 from history_helpers import spread_percent, synthetic_series
 
-from ingest.regressions import Point, Settings, Verdict, judge
+from ingest.regressions import Point, Settings, Verdict, judge, judge_series
 from ingest.series import series_context, series_fields
 
 Body = dict[str, Any]
@@ -112,3 +113,66 @@ def test_series_identity_is_gpu_and_shape(reference: Body) -> None:
     assert series_context(same) == series_context(meta)
     for changed in ({**meta, "gpu": "NVIDIA H200"}, {**meta, "shape": {**meta["shape"], "K": 8}}):
         assert series_context(changed) != series_context(meta)
+
+
+def _quadratic_verdicts(
+    points: list[Point], window: int, threshold: float, z: float, steps: set[int],
+    outliers: set[int],
+) -> list[tuple[str, int, float | None, float | None, float | None]]:
+    """The rule the series was judged by before the sliding window, written out again: each
+    point against a fresh copy of every baseline point before it (after the last step at or
+    before it, outliers left out), the last ``window`` of them."""
+    out = []
+    for i, newest in enumerate(points):
+        start = max((s for s in steps if s <= i), default=0)
+        before = [p for j, p in enumerate(points[:i]) if j >= start and j not in outliers]
+        recent = before[-window:]
+        if len(recent) < 3:
+            out.append(("insufficient_history", len(recent), None, None, None))
+            continue
+        times = sorted(p.layer_ms for p in recent)
+        mid = len(times) // 2
+        base = times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
+        deviations = sorted(abs(p.layer_ms - base) for p in recent)
+        mad = (deviations[mid] if len(deviations) % 2
+               else (deviations[mid - 1] + deviations[mid]) / 2)
+        spreads = sorted(p.window_spread_percent for p in recent
+                         if p.window_spread_percent is not None)
+        k = len(spreads) // 2
+        median_spread = (0.0 if not spreads else spreads[k] if len(spreads) % 2
+                         else (spreads[k - 1] + spreads[k]) / 2)
+        noise = max(z * 1.4826 * mad / base * 100, newest.window_spread_percent or 0.0,
+                    median_spread)
+        change = (newest.layer_ms - base) / base * 100
+        status = "unchanged"
+        if abs(change) > threshold and abs(change) > noise:
+            status = "regression" if change > 0 else "improvement"
+        out.append((status, len(recent), base, change, noise))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_linear_judge_gives_the_quadratic_rules_verdicts(seed: int) -> None:
+    rng = random.Random(seed)
+    level = 1.0
+    points = []
+    for _ in range(400):
+        if rng.random() < 0.02:
+            level *= rng.choice([0.8, 1.25])  # a real step now and then
+        spread = None if rng.random() < 0.1 else rng.uniform(0.2, 6.0)
+        points.append(Point(level * (1 + rng.gauss(0, 0.03)), spread))
+    steps = set(rng.sample(range(400), 5))
+    outliers = set(rng.sample(range(400), 12))
+    window = rng.choice([3, 4, 7, 20])
+    settings = Settings(window=window)
+    got = [(v.status, v.baseline_points, v.baseline, v.change_percent, v.noise_percent)
+           for v in judge_series(points, settings, steps=steps, outliers=outliers)]
+    want = _quadratic_verdicts(points, window, 5.0, 3.5, steps, outliers)
+    assert [g[:2] for g in got] == [w[:2] for w in want]
+    for g, w in zip(got, want, strict=True):
+        for a, b in zip(g[2:], w[2:], strict=True):
+            assert (a is None and b is None) or a == pytest.approx(b, rel=1e-12)
+    assert 0 < sum(g[0] == "regression" for g in got) < 400  # the series exercises verdicts
+    # Judging from an index gives the same verdicts for the points from it on.
+    tail = judge_series(points, settings, steps=steps, outliers=outliers, first=350)
+    assert [(v.status, v.baseline) for v in tail] == [(g[0], g[2]) for g in got[350:]]

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
 
 from app.api.enums import RegressionKind, Verdict
+from app.api.params import no_nul
+from app.repository.history import Mark
 from app.services.explain import Explanation
 from app.services.history import (
     CaseHistory,
     CaseVerdict,
     ReportVerdicts,
+    change_dict,
     history_path,
+    mark_dict,
     point_dict,
 )
 from ingest.attribution import Attribution
@@ -137,12 +141,64 @@ class HistoryPointOut(Out):
     windowSpreadPercent: float | None
     usefulTFPerGPU: float
     percentOfPeak: float | None
+    nvlinkTXGBps: float | None
+    nvlinkRXGBps: float | None
+    # phaseMS (null where the runner timed no phases); not summarised in buckets.
+    dispatchMS: float | None
+    expertsMS: float | None
+    combineMS: float | None
     # The point judged against the points before it, as when it was new.
     status: Verdict
     changePercent: float | None
     baseline: float | None
     baselinePoints: int
     noisePercent: float | None
+    # The admin's marks on this report: "step", "outlier".
+    marks: list[Literal["step", "outlier"]]
+
+
+class Summary(Out):
+    mean: float
+    min: float
+    max: float
+
+
+class BucketOut(Out):
+    """Consecutive older reports of the range, summarised per metric (null: unmeasured)."""
+
+    dateFrom: str
+    dateTo: str
+    reports: int
+    layerMS: Summary | None
+    usefulTFPerGPU: Summary | None
+    percentOfPeak: Summary | None
+    nvlinkTXGBps: Summary | None
+    nvlinkRXGBps: Summary | None
+
+
+class MarkIn(Out):
+    # no_nul: Postgres refuses NUL in text (a 500, not the 422 it is).
+    reason: Annotated[str, AfterValidator(no_nul)] = Field(
+        min_length=1, max_length=2000, description="why, for the history")
+
+
+class MarkOut(Out):
+    reportId: int
+    date: str
+    kind: Literal["step", "outlier"]
+    reason: str
+    createdBy: str
+    createdAt: datetime
+
+
+def mark_out(mark: Mark) -> MarkOut:
+    return MarkOut(**mark_dict(mark))
+
+
+class ProvenanceChangeOut(Out):
+    reportId: int
+    date: str
+    changes: list[str]
 
 
 class HistoryOut(Out):
@@ -150,12 +206,23 @@ class HistoryOut(Out):
     series: str
     seriesFields: dict[str, Any]
     otherSeries: list[str]
+    # Reports of the range holding the case; points + buckets cover them all.
+    total: int
+    # The newest reports of the range in full, each judged, oldest first.
     points: list[HistoryPointOut]
+    # The range's older reports summarised, oldest first (empty when every one is a point).
+    buckets: list[BucketOut]
+    marks: list[MarkOut]
+    provenanceChanges: list[ProvenanceChangeOut]
 
 
 def history_out(history: CaseHistory) -> HistoryOut:
     return HistoryOut(
         caseId=history.case_id, series=history.series, seriesFields=history.fields,
-        otherSeries=history.other_series,
+        otherSeries=history.other_series, total=history.total,
         points=[HistoryPointOut(**point_dict(p)) for p in history.points],
+        buckets=[BucketOut(**b.as_dict()) for b in history.buckets],
+        marks=[mark_out(m) for m in history.marks],
+        provenanceChanges=[ProvenanceChangeOut(**change_dict(c))
+                           for c in history.provenance_changes],
     )

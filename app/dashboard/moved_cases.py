@@ -10,7 +10,7 @@ from typing import Any
 from dash import dcc, html
 
 from app.case_fields import CaseDict
-from app.dashboard.history_view import ReportMarks
+from app.services.history_view import ReportMarks
 from ingest.attribution import Attribution
 from ingest.grouping import Flagged, group_flagged
 

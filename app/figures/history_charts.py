@@ -1,16 +1,19 @@
-"""The charts of one case's history: layer time per report with its windows' min-max band
-and the flagged reports marked, and useful throughput per report.
+"""The charts of a case's history, on a time axis (each report at its date; its id in the
+hover): the chosen metric per report, the older reports summarised per bucket (mean line,
+min-max band), the flagged reports marked, a vertical line where the provenance changed
+(named: "driver 580.95 -> 580.159") and at each step an admin marked, outliers crossed;
+other cases (e.g. the configuration's other precisions) overlaid.
 
-Input: the points as the history endpoint gives them (``app.services.history.point_dict``),
-oldest first."""
+Input: points, buckets, marks and provenance changes as the history endpoint gives them
+(``app.services.history``), oldest first."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.figures.layout import chart_layout, figure, titled
-from app.figures.style import Spec, Trace
+from app.figures.style import PALETTE, Spec, Trace
 from ingest.regressions import MIN_POINTS
 
 Point = dict[str, Any]
@@ -18,12 +21,24 @@ Point = dict[str, Any]
 REGRESSION_COLOUR = "#d62728"
 IMPROVEMENT_COLOUR = "#2ca02c"
 LINE_COLOUR = "#1f77b4"
+PROVENANCE_COLOUR = "#7e22ce"
+STEP_COLOUR = "#c2410c"
 _FLAGS = {"regression": (REGRESSION_COLOUR, "triangle-up"),
           "improvement": (IMPROVEMENT_COLOUR, "triangle-down")}
 
+# Metric -> (chart key, y title).
+METRICS = {"layerMS": ("layer-time", "layer time (ms)"),
+           "usefulTFPerGPU": ("throughput", "useful TFLOP/s per GPU"),
+           "percentOfPeak": ("percent-of-peak", "% of peak"),
+           "nvlinkTXGBps": ("nvlink-tx", "NVLink TX GB/s"),
+           "nvlinkRXGBps": ("nvlink-rx", "NVLink RX GB/s"),
+           "dispatchMS": ("dispatch", "dispatch phase (ms)"),
+           "expertsMS": ("experts", "experts phase (ms)"),
+           "combineMS": ("combine", "combine phase (ms)")}
+
 
 def point_label(point: Point) -> str:
-    """The x label: the report's date and id (two reports may share a date)."""
+    """A report in words: its date and id (two reports may share a date)."""
     return f"{point['date']} #{int(point['reportId'])}"
 
 
@@ -35,16 +50,20 @@ def verdict_text(point: Point) -> str:
             f"of {int(point['baselinePoints'])} earlier, noise {point['noisePercent']:.1f} %")
 
 
-def _x_axis(points: Sequence[Point]) -> dict[str, Any]:
-    return {"title": titled("report (date #id), oldest first"), "type": "category",
-            "tickangle": -40, "automargin": True, "showticklabels": len(points) <= 40}
+def _hover(point: Point) -> str:
+    marks = "".join(f"<br>marked: {m}" for m in point.get("marks", []))
+    return f"report #{int(point['reportId'])} · {point['date']}<br>{verdict_text(point)}{marks}"
+
+
+def _x_axis() -> dict[str, Any]:
+    return {"title": titled("report date"), "type": "date"}
 
 
 def _quiet_zone(points: Sequence[Point], threshold_percent: float) -> list[Trace]:
     """Where each point could have landed without being flagged: its baseline (the median
     of the points before it) +- the larger of the threshold and the noise it was judged
     with. A point outside the grey band is news; inside, it is noise."""
-    x = [point_label(p) for p in points]
+    x = [p["date"] for p in points]
 
     def edge(p: Point, sign: int) -> float | None:
         if p["baseline"] is None:
@@ -63,59 +82,155 @@ def _quiet_zone(points: Sequence[Point], threshold_percent: float) -> list[Trace
     ]
 
 
-def layer_time_spec(points: Sequence[Point], threshold_percent: float = 5.0) -> Spec:
-    x = [point_label(p) for p in points]
-    band_hover = "window max %{y:.4f} ms<extra></extra>"
-    data: list[Trace] = [*_quiet_zone(points, threshold_percent),
-        {"type": "scatter", "mode": "lines", "x": x, "y": [p["windowMaxMS"] for p in points],
-         "line": {"width": 0}, "showlegend": False, "hovertemplate": band_hover},
-        {"type": "scatter", "mode": "lines", "x": x, "y": [p["windowMinMS"] for p in points],
-         "line": {"width": 0}, "fill": "tonexty", "fillcolor": "rgba(31, 119, 180, 0.35)",
-         "name": "window min-max", "hovertemplate": "window min %{y:.4f} ms<extra></extra>"},
-        {"type": "scatter", "mode": "lines+markers", "x": x,
-         "y": [p["layerMS"] for p in points], "name": "layer time",
-         "line": {"color": LINE_COLOUR}, "marker": {"color": LINE_COLOUR, "size": 6},
-         "customdata": [verdict_text(p) for p in points],
-         "hovertemplate": "%{x}<br>layer %{y:.4f} ms<br>%{customdata}<extra></extra>"},
+def _bucket_traces(buckets: Sequence[Mapping[str, Any]], metric: str, colour: str,
+                   name: str) -> list[Trace]:
+    """Each bucket as a flat segment over its dates: the mean, and the min-max band."""
+    x: list[Any] = []
+    low: list[Any] = []
+    high: list[Any] = []
+    mid: list[Any] = []
+    hover: list[str] = []
+    for b in buckets:
+        summary = b.get(metric)
+        if summary is None:
+            continue
+        text = (f"{b['reports']} reports, {b['dateFrom']} – {b['dateTo']}<br>"
+                f"mean %{{y:.4g}}, "
+                f"min {summary['min']:.4g}, max {summary['max']:.4g}")
+        x += [b["dateFrom"], b["dateTo"], None]
+        low += [summary["min"], summary["min"], None]
+        high += [summary["max"], summary["max"], None]
+        mid += [summary["mean"], summary["mean"], None]
+        hover += [text, text, ""]
+    if not x:
+        return []
+    return [
+        {"type": "scatter", "mode": "lines", "x": x, "y": high, "line": {"width": 0},
+         "showlegend": False, "hoverinfo": "skip"},
+        {"type": "scatter", "mode": "lines", "x": x, "y": low, "line": {"width": 0},
+         "fill": "tonexty", "fillcolor": "rgba(107, 114, 128, 0.18)", "hoverinfo": "skip",
+         "name": f"{name}: older reports, min-max per bucket"},
+        {"type": "scatter", "mode": "lines", "x": x, "y": mid, "name": f"{name}: bucket mean",
+         "line": {"color": colour, "dash": "dot", "width": 2}, "customdata": hover,
+         "hovertemplate": "%{customdata}<extra></extra>"},
     ]
-    for status, (colour, symbol) in _FLAGS.items():
-        flagged = [p for p in points if p["status"] == status]
-        data.append({
-            "type": "scatter", "mode": "markers+text", "name": status,
-            "x": [point_label(p) for p in flagged], "y": [p["layerMS"] for p in flagged],
-            "text": [f"{p['changePercent']:+.1f} %" for p in flagged],
-            "textposition": "top center", "textfont": {"color": colour, "size": 13},
-            "marker": {"color": colour, "symbol": symbol, "size": 15,
-                       "line": {"width": 1, "color": "white"}},
-            "hoverinfo": "skip", "visible": True if flagged else "legendonly",
-        })
+
+
+def _vertical(date: str, label: str, colour: str, dash: str, name: str,
+              top: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A vertical line at a report's date and its label, written along the line: a mark's
+    before it from the top, a provenance change's after it from the bottom, so both stay
+    legible on one report."""
+    line = {"type": "line", "name": name, "xref": "x", "yref": "paper", "x0": date, "x1": date,
+            "y0": 0, "y1": 1, "line": {"color": colour, "width": 1.5, "dash": dash}}
+    note = {"x": date, "xref": "x", "yref": "paper", "y": 0.98 if top else 0.02,
+            "yanchor": "top" if top else "bottom", "text": label, "showarrow": False,
+            "textangle": -90, "xanchor": "right" if top else "left",
+            "font": {"size": 11, "color": colour},
+            "bgcolor": "rgba(255,255,255,0.85)"}
+    return line, note
+
+
+def _verticals(changes: Sequence[Mapping[str, Any]],
+               marks: Sequence[Mapping[str, Any]]) -> tuple[list[Any], list[Any]]:
+    shapes, notes = [], []
+    for change in changes:
+        line, note = _vertical(change["date"], "; ".join(change["changes"]),
+                               PROVENANCE_COLOUR, "dash", "provenance", top=False)
+        shapes.append(line)
+        notes.append(note)
+    for mark in marks:
+        if mark["kind"] == "step":
+            line, note = _vertical(mark["date"], f"step: {mark['reason']}", STEP_COLOUR,
+                                   "solid", "step", top=True)
+            shapes.append(line)
+            notes.append(note)
+    return shapes, notes
+
+
+def metric_spec(
+    points: Sequence[Point], buckets: Sequence[Mapping[str, Any]],
+    changes: Sequence[Mapping[str, Any]], marks: Sequence[Mapping[str, Any]],
+    metric: str = "layerMS", overlay: Mapping[str, Sequence[Point]] | None = None,
+    threshold_percent: float = 5.0, name: str = "this case",
+) -> Spec:
+    """One metric per report. Layer time alone (no overlay) also draws the windows' band,
+    the band a point could land in unflagged and the flagged reports."""
+    _, y_title = METRICS[metric]
+    x = [p["date"] for p in points]
+    data: list[Trace] = [*_bucket_traces(buckets, metric, LINE_COLOUR, name)]
+    alone = not overlay
+    if metric == "layerMS" and alone:
+        data += [*_quiet_zone(points, threshold_percent),
+                 {"type": "scatter", "mode": "lines", "x": x,
+                  "y": [p["windowMaxMS"] for p in points], "line": {"width": 0},
+                  "showlegend": False, "hoverinfo": "skip"},
+                 {"type": "scatter", "mode": "lines", "x": x,
+                  "y": [p["windowMinMS"] for p in points], "line": {"width": 0},
+                  "fill": "tonexty", "fillcolor": "rgba(31, 119, 180, 0.30)",
+                  "name": "window min-max", "hoverinfo": "skip"}]
+    data.append({"type": "scatter", "mode": "lines+markers", "x": x,
+                 "y": [p.get(metric) for p in points], "name": name,
+                 "line": {"color": LINE_COLOUR}, "marker": {"color": LINE_COLOUR, "size": 6},
+                 "customdata": [_hover(p) for p in points],
+                 "hovertemplate": "%{customdata}<br>" + y_title + " %{y:.4g}<extra></extra>"})
+    for i, (other, other_points) in enumerate((overlay or {}).items()):
+        colour = PALETTE[i % len(PALETTE)]
+        data.append({"type": "scatter", "mode": "lines+markers", "name": other,
+                     "x": [p["date"] for p in other_points],
+                     "y": [p.get(metric) for p in other_points],
+                     "line": {"color": colour}, "marker": {"color": colour, "size": 5},
+                     "customdata": [_hover(p) for p in other_points],
+                     "hovertemplate": f"{other}<br>%{{customdata}}<br>{y_title} %{{y:.4g}}"
+                                      "<extra></extra>"})
+    outliers = [p for p in points if "outlier" in p.get("marks", [])]
+    if outliers:
+        data.append({"type": "scatter", "mode": "markers", "name": "outlier (not in baselines)",
+                     "x": [p["date"] for p in outliers], "y": [p.get(metric) for p in outliers],
+                     "marker": {"symbol": "x-thin-open", "size": 16, "color": "#374151",
+                                "line": {"width": 2}}, "hoverinfo": "skip"})
+    if metric == "layerMS" and alone:
+        for status, (colour, symbol) in _FLAGS.items():
+            flagged = [p for p in points if p["status"] == status]
+            data.append({
+                "type": "scatter", "mode": "markers+text", "name": status,
+                "x": [p["date"] for p in flagged], "y": [p["layerMS"] for p in flagged],
+                "text": [f"{p['changePercent']:+.1f} %" for p in flagged],
+                "textposition": "top center", "textfont": {"color": colour, "size": 13},
+                "marker": {"color": colour, "symbol": symbol, "size": 15,
+                           "line": {"width": 1, "color": "white"}},
+                "hoverinfo": "skip", "visible": True if flagged else "legendonly",
+            })
+    shapes, notes = _verticals(changes, marks)
     # Room above the highest value for the flagged points' labels (plotly's autorange
     # leaves text out and cut them off).
-    top = max((v for p in points for v in (p["layerMS"], p["windowMaxMS"]) if v is not None),
-              default=None)
-    yaxis = {"title": titled("layer time (ms)"), **({"range": [0, top * 1.18]} if top else {})}
+    values = [v for p in points for v in (p.get(metric), p.get("windowMaxMS")
+                                          if metric == "layerMS" else None) if v is not None]
+    values += [b[metric]["max"] for b in buckets if b.get(metric)]
+    values += [p[metric] for ps in (overlay or {}).values() for p in ps
+               if p.get(metric) is not None]
+    top = max(values, default=None)
+    yaxis = {"title": titled(y_title), **({"range": [0, top * 1.18]} if top else {})}
+    title = f"{y_title[:1].upper()}{y_title[1:]} per report"
+    if changes or any(m["kind"] == "step" for m in marks):
+        title += " (dashed: provenance changed; solid: a marked step)"
     return figure(data, chart_layout(
-        "Layer time per report (blue band: the windows' min-max; flagged reports marked)",
-        "layer time (ms)", height=460, xaxis=_x_axis(points), yaxis=yaxis,
-        legend={"orientation": "h", "y": -0.45, "title": titled("")},
-        margin={"l": 70, "r": 20, "t": 50, "b": 150},
-    ), empty="no point in this series")
+        title, y_title, height=480, xaxis=_x_axis(), yaxis=yaxis, shapes=shapes,
+        annotations=notes, legend={"orientation": "h", "y": -0.25, "title": titled("")},
+        margin={"l": 70, "r": 20, "t": 50, "b": 120},
+    ), empty="no point in this range")
 
 
-def throughput_spec(points: Sequence[Point]) -> Spec:
-    x = [point_label(p) for p in points]
-    peak = ["n/a" if p["percentOfPeak"] is None else f"{p['percentOfPeak']:.1f} % of peak"
-            for p in points]
-    data: list[Trace] = [{
-        "type": "scatter", "mode": "lines+markers", "x": x, "name": "useful TFLOP/s per GPU",
-        "y": [p["usefulTFPerGPU"] for p in points], "customdata": peak,
-        "line": {"color": LINE_COLOUR}, "marker": {"color": LINE_COLOUR, "size": 6},
-        "hovertemplate": "%{x}<br>%{y:.1f} TFLOP/s per GPU (%{customdata})<extra></extra>",
-    }]
-    return figure(data, chart_layout("Useful throughput per report", "TFLOP/s per GPU",
-                                     height=340, xaxis=_x_axis(points), showlegend=False),
-                  empty="no point in this series")
+def history_specs(
+    points: Sequence[Point], buckets: Sequence[Mapping[str, Any]] = (),
+    changes: Sequence[Mapping[str, Any]] = (), marks: Sequence[Mapping[str, Any]] = (),
+    metric: str = "layerMS", overlay: Mapping[str, Sequence[Point]] | None = None,
+    name: str = "this case",
+) -> dict[str, Spec]:
+    """The page's two charts: the chosen metric, then layer time (or, when layer time is the
+    chosen one, useful throughput), each keyed by its metric's chart key."""
+    second = "usefulTFPerGPU" if metric == "layerMS" else "layerMS"
+    return {METRICS[m][0]: metric_spec(points, buckets, changes, marks, m,
+                                       overlay if m == metric else None, name=name)
+            for m in (metric, second)}
 
-
-def history_specs(points: Sequence[Point]) -> dict[str, Spec]:
-    return {"layer-time": layer_time_spec(points), "throughput": throughput_spec(points)}

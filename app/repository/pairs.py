@@ -9,8 +9,10 @@ from typing import Any
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
+from app import report_body
 from app.case_fields import FIELDS
 from app.models import CaseRow, ReportRow
+from app.repository import cases as cases_repo
 from app.repository.cases import column
 from app.repository.history import HISTORY_ORDER, report_position
 
@@ -56,15 +58,16 @@ def earlier_payloads(session: Session, report_id: int, case_ids: Collection[str]
                      < tuple_(position.date, position.created_at, position.report_id))
               .order_by(*[column.desc() for column in HISTORY_ORDER]).limit(reports)
               .scalar_subquery())
-    rows = session.execute(
-        select(CaseRow.case_id, CaseRow.payload)
-        .join(ReportRow, ReportRow.id == CaseRow.report_id)
-        .where(ReportRow.id.in_(recent), CaseRow.case_id.in_(list(case_ids)))
-        .order_by(*HISTORY_ORDER)
-    ).all()
+    # Cases are stored once, in their report's body: decode each recent report's body once.
+    wanted = set(case_ids)
+    bodies = session.execute(
+        select(ReportRow.body).where(ReportRow.id.in_(recent)).order_by(*HISTORY_ORDER)
+    ).scalars().all()
     found: dict[str, list[dict[str, Any]]] = {}
-    for case_id, payload in rows:
-        found.setdefault(case_id, []).append(payload)
+    for body in bodies:
+        for case in report_body.document(bytes(body))["cases"]:
+            if case["id"] in wanted:
+                found.setdefault(case["id"], []).append(case)
     return found
 
 
@@ -73,11 +76,9 @@ def case_payloads(session: Session, report_id: int,
     """Some cases of one report, as posted."""
     if not case_ids:
         return {}
-    rows = session.execute(
-        select(CaseRow.case_id, CaseRow.payload)
-        .where(CaseRow.report_id == report_id, CaseRow.case_id.in_(list(case_ids)))
-    ).all()
-    return {str(case_id): dict(payload) for case_id, payload in rows}
+    wanted = set(case_ids)
+    return {case_id: case for case_id, case in cases_repo.case_payloads(session, report_id).items()
+            if case_id in wanted}
 
 
 def case_dimensions(session: Session, report_id: int) -> list[dict[str, Any]]:

@@ -21,7 +21,8 @@ _CAVEATS = Base.metadata.tables["caveats"]
 
 def insert_report(
     session: Session, *, content_sha256: str, run_id: str | None, date: str, gpu: str,
-    series: str, source: str | None, meta: dict[str, Any], extra: dict[str, Any],
+    series: str, provenance: str, source: str | None, meta: dict[str, Any],
+    extra: dict[str, Any], body: bytes,
 ) -> int | None:
     """The new report's id, or None when one with the same content or runId is stored.
 
@@ -29,8 +30,8 @@ def insert_report(
     constraint inside the database instead of on a check-then-insert in Python."""
     stmt = _insert_ignoring_conflicts(session, ReportRow).values(
         content_sha256=content_sha256, run_id=run_id, date=date, gpu=gpu, series=series,
-        source=source, meta=meta, extra=extra, case_count=0, created_at=utcnow(),
-        updated_at=utcnow(),
+        provenance=provenance, source=source, meta=meta, extra=extra, body=body, case_count=0,
+        created_at=utcnow(), updated_at=utcnow(),
     ).returning(ReportRow.id)
     return session.execute(stmt).scalar_one_or_none()
 
@@ -204,14 +205,18 @@ def delete_report(session: Session, report_id: int) -> None:
     session.flush()
 
 
-def report_document(session: Session, report_id: int) -> dict[str, Any]:
-    """The report exactly as posted (plus appended cases, in arrival order)."""
-    row = get_report(session, report_id)
-    payloads = session.execute(
-        select(CaseRow.payload).where(CaseRow.report_id == report_id)
-        .order_by(CaseRow.position)
-    ).scalars().all()
-    return {"meta": row.meta, "cases": list(payloads), **(row.extra or {})}
+def report_body(session: Session, report_id: int) -> bytes:
+    """The report's stored body (``app.report_body``): report.json, compressed."""
+    body = session.execute(
+        select(ReportRow.body).where(ReportRow.id == report_id)
+    ).scalar_one_or_none()
+    if body is None:
+        raise NotFound(f"report {report_id} does not exist")
+    return bytes(body)
+
+
+def set_report_body(session: Session, report_id: int, body: bytes) -> None:
+    session.execute(update(ReportRow).where(ReportRow.id == report_id).values(body=body))
 
 
 def count_reports(session: Session) -> int:

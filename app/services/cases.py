@@ -13,10 +13,10 @@ from app.repository import cases as cases_repo
 from app.repository.cases import DERIVED
 
 
-def case_out(row: CaseRow) -> dict[str, Any]:
-    """The case as posted, plus the derived fields and its caveats."""
+def case_out(row: CaseRow, payload: dict[str, Any]) -> dict[str, Any]:
+    """The case as posted (``payload``), plus the derived fields and its caveats."""
     return case_dict(
-        row.payload,
+        payload,
         {name: getattr(row, column.key) for name, column in DERIVED.items()},
         [(c.code, c.message) for c in row.caveats],
     )
@@ -39,11 +39,18 @@ def case_page(session: Session, report_id: int, *, filters: CaseFilter, sort: st
     pass in all."""
     rows, total = cases_repo.list_cases(session, report_id, filters=filters, sort=sort,
                                         descending=descending, limit=limit, offset=offset)
-    return [case_out(r) for r in rows], total
+    return cases_out(session, report_id, rows), total
 
 
 def get_case(session: Session, report_id: int, case_id: str) -> dict[str, Any]:
-    return case_out(cases_repo.get_case(session, report_id, case_id))
+    row = cases_repo.get_case(session, report_id, case_id)
+    return case_out(row, cases_repo.case_payloads(session, report_id)[case_id])
+
+
+def cases_out(session: Session, report_id: int, rows: list[CaseRow]) -> list[dict[str, Any]]:
+    """Rows of one report as ``case_out`` gives them, the report's body decoded once."""
+    payloads = cases_repo.case_payloads(session, report_id) if rows else {}
+    return [case_out(row, payloads[row.case_id]) for row in rows]
 
 
 def view_cases(session: Session, report_id: int,

@@ -3,14 +3,11 @@ footer identifies by their SHA-256."""
 
 from __future__ import annotations
 
-import json
-
 from sqlalchemy.orm import Session
 
+from app import report_body
 from app.repository import reports as reports_repo
 
 
 def report_json_bytes(session: Session, report_id: int) -> bytes:
-    document = reports_repo.report_document(session, report_id)
-    # Python's float repr is the shortest round-tripping form: floats come back exact.
-    return json.dumps(document, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    return report_body.json_bytes(reports_repo.report_body(session, report_id))

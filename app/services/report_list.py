@@ -1,5 +1,5 @@
-"""The stored reports, newest first: a page of them for the API, the list for the reports
-page and the compare page's pickers, and how to load one when there is none."""
+"""The stored reports, newest first: a page of them for the API, the reports page's pages,
+the compare page's pickers, and how to load one when there is none."""
 
 from __future__ import annotations
 
@@ -31,16 +31,28 @@ def latest_report_id(session: Session) -> int:
 
 
 def report_list(session: Session, q: str | None = None) -> list[dict[str, Any]]:
-    rows, _ = report_page(session, limit=REPORT_LIST_LIMIT, offset=0, q=q or None)
+    return listed_page(session, q, 1, REPORT_LIST_LIMIT)[0]
+
+
+def listed_page(session: Session, q: str | None, page: int,
+                per_page: int) -> tuple[list[dict[str, Any]], int]:
+    """One page (from 1) of the reports matching ``q``, newest first, as the reports page
+    lists them, and how many match."""
+    rows, total = report_page(session, limit=per_page, offset=(page - 1) * per_page,
+                              q=q or None)
     previous = pairs_repo.previous_reports(session, [row.id for row in rows])
-    return [{
+    return [_row(row, previous.get(row.id)) for row in rows], total
+
+
+def _row(row: ReportRow, previous_id: int | None) -> dict[str, Any]:
+    return {
         "id": row.id, "date": row.date, "gpu": row.gpu, "runId": row.run_id or "",
         "source": row.source or "",
         "caseCount": row.case_count, "bestPercentOfPeak": row.best_percent_of_peak,
         "ingestedAt": row.created_at.strftime("%Y-%m-%d %H:%M UTC"),
         # The report before it in its series (same GPU and shape): compare's default base.
-        "previousId": previous.get(row.id),
-    } for row in rows]
+        "previousId": previous_id,
+    }
 
 
 def load_commands(base_url: str) -> list[str]:

@@ -13,10 +13,11 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
-from app import case_fields
+from app import case_fields, report_body
 from app.core.errors import Conflict
 from app.repository import reports as reports_repo
 from ingest.derived import Caveat, caveats, derive
+from ingest.provenance import provenance_key
 from ingest.schema import Case, Meta, Report
 from ingest.series import series_context
 from ingest.validate import validate_case_list, validate_report
@@ -63,11 +64,13 @@ def ingest_report(session: Session, raw: dict[str, Any], report: Report) -> Inge
         grown = _grown_into(session, sha, report, raw)
         if grown is not None:
             return IngestResult(grown, len(report.cases), created=False)
+    extra = {k: v for k, v in raw.items() if k not in ("meta", "cases")}
     new_id = reports_repo.insert_report(
         session, content_sha256=sha, run_id=report.meta.runId, date=report.meta.date,
-        gpu=report.meta.gpu, series=series_context(raw["meta"]), source=report.meta.source,
-        meta=raw["meta"],
-        extra={k: v for k, v in raw.items() if k not in ("meta", "cases")},
+        gpu=report.meta.gpu, series=series_context(raw["meta"]),
+        provenance=provenance_key(raw["meta"]), source=report.meta.source,
+        meta=raw["meta"], extra=extra,
+        body=report_body.encode(raw["meta"], raw["cases"], extra),
     )
     if new_id is not None:
         _insert_cases(session, new_id, report.meta, raw["cases"], report.cases, start=0)
@@ -96,7 +99,8 @@ def _grown_into(session: Session, sha: str, report: Report, raw: dict[str, Any])
         session, content_sha256=sha, date=report.meta.date, gpu=report.meta.gpu,
         series=series_context(raw["meta"]), case_count=len(report.cases))
     for report_id in candidates:
-        if canonical_sha256(reports_repo.report_document(session, report_id)) == sha:
+        stored = report_body.document(reports_repo.report_body(session, report_id))
+        if canonical_sha256(stored) == sha:
             return report_id
     return None
 
@@ -120,6 +124,9 @@ def append_cases(
     if new:
         _insert_cases(session, report_id, meta, [r for r, _ in new], [c for _, c in new],
                       reports_repo.next_position(session, report_id))
+        body = reports_repo.report_body(session, report_id)
+        reports_repo.set_report_body(session, report_id,
+                                     report_body.appended(body, [r for r, _ in new]))
     count = reports_repo.refresh_summary(session, report_id)
     return AppendResult(added=len(new), unchanged=len(cases) - len(new), case_count=count)
 
@@ -155,7 +162,10 @@ def _case_row(
         **{f.column: _column_value(getattr(case, f.wire)) for f in case_fields.STORED
            if f.column},
         **{f.column: derived[f.wire] for f in case_fields.DERIVED if f.column},
-        "payload": raw,
+        "window_min_ms": min(case.windows.combined, default=None),
+        "window_max_ms": max(case.windows.combined, default=None),
+        **{f"phase_{name}_ms": getattr(case.phaseMS, name) if case.phaseMS else None
+           for name in ("dispatch", "experts", "combine")},
     }
 
 

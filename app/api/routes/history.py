@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from fastapi.exceptions import RequestValidationError
 from pydantic import StringConstraints
 
 from app.api.caching import Revalidate
@@ -19,13 +21,21 @@ from app.api.params import ReportId, Text
 from app.api.responses import READ, errors
 from app.core.db import SessionDep
 from app.services.explain import explain
-from app.services.history import case_history, report_regressions
-from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_POINTS, Settings
+from app.services.history import (
+    DEFAULT_MAX_POINTS,
+    MAX_POINTS,
+    MIN_POINTS,
+    case_history,
+    report_regressions,
+)
+from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, Settings
+from ingest.regressions import MIN_POINTS as MIN_BASELINE
 
 router = APIRouter(tags=["history"], dependencies=[Revalidate])
 
 ThresholdPercent = Annotated[float, Query(gt=0, le=1000, description="minimum change, percent")]
-Window = Annotated[int, Query(ge=MIN_POINTS, le=1000, description="earlier points in the baseline")]
+Window = Annotated[int, Query(ge=MIN_BASELINE, le=1000,
+                              description="earlier points in the baseline")]
 
 
 @router.get("/reports/{report_id}/regressions", operation_id="list_regressions",
@@ -50,7 +60,18 @@ def history(
     gpu: Annotated[Text, StringConstraints(max_length=200), Query()],
     series: Annotated[Text | None, StringConstraints(max_length=16), Query(
         description="one of the GPU's shapes (default: the most recently measured)")] = None,
+    since: Annotated[date | None, Query(description="reports dated on or after (YYYY-MM-DD)")
+                     ] = None,
+    until: Annotated[date | None, Query(description="reports dated on or before")] = None,
+    points: Annotated[int, Query(ge=MIN_POINTS, le=MAX_POINTS, description=(
+        "most entries answered: past it, the newest half are points and the older "
+        "reports of the range are summarised in buckets"))] = DEFAULT_MAX_POINTS,
 ) -> HistoryOut:
-    """A case's points on one GPU and shape, oldest first, each judged against the points
-    before it."""
-    return history_out(case_history(session, caseId, gpu, series))
+    """A case's reports on one GPU and shape in a date range, oldest first: the newest in
+    full, each judged against the points before it (steps and outliers honoured), the
+    older summarised; the marks and where the provenance changed."""
+    if since is not None and until is not None and since > until:
+        raise RequestValidationError([{"loc": ("query", "since"), "type": "value_error",
+                                       "msg": "must be on or before until"}])
+    return history_out(case_history(session, caseId, gpu, series, since=since, until=until,
+                                    max_points=points))

@@ -18,7 +18,6 @@ from app.dashboard import (
     caveat_list,
     filter_options,
     filters,
-    history_view,
     links,
     matrix_table,
     moved_cases,
@@ -35,7 +34,7 @@ from app.dashboard.components import (
     style_legend,
     table,
 )
-from app.services import case_table, chart_panels, comparison, report_view
+from app.services import case_table, chart_panels, comparison, history_view, report_view
 from app.services.explain import attributions
 from app.services.matrix import build_matrix, report_matrix
 from ingest.derived import report_notes

@@ -1,8 +1,10 @@
-"""/ — the reports, newest first, searchable."""
+"""/ — the reports, newest first, searchable, a page at a time (every report reachable,
+the total shown)."""
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 import dash
 from dash import Input, Output, callback, dcc, html
@@ -44,21 +46,54 @@ def reports_table(rows: list[dict[str, Any]]) -> html.Div | html.Table:
     return table(header, body, id="reports-table")
 
 
-def layout(q: str | None = None, **_: Any) -> html.Div:
+PER_PAGE = 50
+
+
+def _page_href(q: str | None, page: int) -> str:
+    query = {**({"q": q} if q else {}), **({"page": str(page)} if page > 1 else {})}
+    return "/" + (f"?{urlencode(query)}" if query else "")
+
+
+def pager(q: str | None, page: int, total: int) -> html.Div:
+    """Where this page lies among every matching report, and links to the others."""
+    pages = max(1, -(-total // PER_PAGE))
+    first = (page - 1) * PER_PAGE + 1
+    shown = (f"reports {first:,}–{min(total, page * PER_PAGE):,} of {total:,}"
+             if total and page <= pages else f"{total:,} reports; no page {page}")
+    steps = [("« newest", 1), ("‹ newer", page - 1), ("older ›", page + 1),
+             ("oldest »", pages)]
+    return html.Div([html.Span(shown, id="reports-count"), *[
+        dcc.Link(text, href=_page_href(q, target)) if 1 <= target <= pages and target != page
+        else html.Span(text, className="muted") for text, target in steps
+    ], html.Span(f"page {min(page, pages)} of {pages}")], className="links pager")
+
+
+def reports_page(q: str | None, page: int) -> list[Any]:
+    with session_scope() as session:
+        rows, total = report_list.listed_page(session, q, page, PER_PAGE)
+    return [pager(q, page, total), reports_table(rows)]
+
+
+def _page_number(page: str | None) -> int:
+    try:
+        return max(1, int(page or 1))
+    except ValueError:
+        return 1
+
+
+def layout(q: str | None = None, page: str | None = None, **_: Any) -> html.Div:
     with session_scope() as session:
         if report_list.report_count(session) == 0:
             return html.Div([html.H1("Reports"), empty_state()])
-        rows = report_list.report_list(session, q)
     return html.Div([
         html.H1("Reports"),
         dcc.Input(id="reports-search", type="search", value=q or "", debounce=0.3,
                   placeholder="search GPU, source, date, run id", className="search"),
-        html.Div(reports_table(rows), id="reports-list"),
+        html.Div(reports_page(q, _page_number(page)), id="reports-list"),
     ])
 
 
 @callback(Output("reports-list", "children"), Input("reports-search", "value"),
           prevent_initial_call=True)
-def search(q: str | None) -> html.Div | html.Table:
-    with session_scope() as session:
-        return reports_table(report_list.report_list(session, q))
+def search(q: str | None) -> list[Any]:
+    return reports_page(q, 1)

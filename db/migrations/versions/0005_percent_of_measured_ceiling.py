@@ -2,7 +2,7 @@
 grouped-GEMM ceiling (meta.measuredCeilings), beside % of the datasheet peak
 
 Revision ID: 0005
-Revises: 0003
+Revises: 0004
 Create Date: 2026-12-03 08:30:00
 """
 
@@ -15,7 +15,7 @@ from alembic import op
 
 revision: str = '0005'
 # The lead re-chains this after 0003 and 0004 (other branches) when merging.
-down_revision: str | None = '0003'
+down_revision: str | None = '0004'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,208 @@
+"""A case's history as the history page draws it, and the marks the report page puts on
+the cases that moved against their history."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from sqlalchemy.orm import Session
+
+from app import figures
+from app.core.errors import NotFound
+from app.figures.style import Spec
+from app.repository import history as history_repo
+from app.services.history import (
+    METRICS,
+    ReportVerdicts,
+    case_history,
+    change_dict,
+    history_path,
+    mark_dict,
+    point_dict,
+    report_regressions,
+)
+from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, MIN_POINTS
+
+# Entries the page draws per case (half points, half buckets past it): a chart 1,000 px
+# wide shows no more, and the page draws in half the time of the API's default.
+PAGE_POINTS = 120
+# The page draws two charts (the chosen metric, and layer time or throughput).
+CHART_COUNT = 2
+# More overlaid cases than this and the chart is unreadable.
+MAX_OVERLAY = 8
+# The page's range choices: label -> days before the newest report (None: everything).
+RANGES = {"all": None, "1 year": 365, "90 days": 90, "30 days": 30}
+
+
+@dataclass(frozen=True)
+class HistoryView:
+    case_id: str
+    gpu: str
+    series: str
+    metric: str
+    fields: dict[str, Any]
+    points: list[dict[str, Any]]  # oldest first, as the history endpoint gives them
+    buckets: list[dict[str, Any]]
+    total: int
+    marks: list[dict[str, Any]]
+    changes: list[dict[str, Any]]  # provenance changes
+    overlaid: list[str]  # the other cases drawn on the first chart
+    specs: dict[str, Spec]
+    other_series: list[tuple[str, str]]  # (label, href)
+    metric_links: list[tuple[str, str, bool]]  # (label, href, chosen)
+    range_links: list[tuple[str, str, bool]]
+    overlay_links: list[tuple[str, str]]
+    missing: list[str]  # overlay case ids this series does not hold
+
+    @property
+    def latest(self) -> dict[str, Any] | None:
+        return self.points[-1] if self.points else None
+
+
+def history_href(case_ids: Sequence[str], gpu: str, series: str, metric: str = "layerMS",
+                 since: date | None = None) -> str:
+    """The history page of these cases (the first one judged, the others overlaid)."""
+    query: list[tuple[str, str]] = [("caseId", c) for c in case_ids]
+    query += [("gpu", gpu), ("series", series)]
+    if metric != "layerMS":
+        query.append(("metric", metric))
+    if since is not None:
+        query.append(("since", since.isoformat()))
+    return "/history?" + urlencode(query)
+
+
+def history_view(
+    session: Session, case_ids: Sequence[str], gpu: str, series: str | None,
+    metric: str = "layerMS", since: date | None = None, until: date | None = None,
+) -> HistoryView:
+    """The history page: the first case judged, with its marks and provenance changes; the
+    others (at most MAX_OVERLAY) overlaid on the chosen metric's chart."""
+    if metric not in METRICS:
+        raise NotFound(f"metric {metric!r} is not one of {', '.join(METRICS)}")
+    case_id = case_ids[0]
+    history = case_history(session, case_id, gpu, series, since=since, until=until,
+                           max_points=PAGE_POINTS)
+    points = [point_dict(p) for p in history.points]
+    buckets = [b.as_dict() for b in history.buckets]
+    marks = [mark_dict(m) for m in history.marks]
+    changes = [change_dict(c) for c in history.provenance_changes]
+    overlay = {}
+    missing = []
+    for other in [c for c in dict.fromkeys(case_ids[1:]) if c != case_id][:MAX_OVERLAY]:
+        try:
+            other_history = case_history(session, other, gpu, history.series, since=since,
+                                         until=until, max_points=PAGE_POINTS)
+        except NotFound:
+            missing.append(other)
+            continue
+        overlay[other] = [point_dict(p) for p in other_history.points]
+    chosen = [case_id, *overlay]
+    newest = date.fromisoformat(points[-1]["date"][:10]) if points else None
+    range_links = [
+        (label, history_href(chosen, gpu, history.series, metric,
+                             None if days is None or newest is None
+                             else newest - timedelta(days=days)),
+         (since is None) if days is None else (newest is not None and since is not None
+                                                and since == newest - timedelta(days=days)))
+        for label, days in RANGES.items()]
+    overlay_links = []
+    if overlay:
+        overlay_links.append(("this case alone",
+                              history_href([case_id], gpu, history.series, metric, since)))
+    elif points:
+        seen: set[tuple[str, ...]] = set()
+        for vary, words in ((("precision",), "every precision"),
+                            (("precision", "pipeline"), "every precision and pipeline")):
+            siblings = history_repo.same_configuration(session, points[-1]["reportId"],
+                                                       case_id, vary)
+            if len(siblings) > 1 and tuple(siblings) not in seen:
+                seen.add(tuple(siblings))
+                others = [c for c in siblings if c != case_id][:MAX_OVERLAY]
+                overlay_links.append((f"overlay {words} of this configuration "
+                                      f"({len(others) + 1} cases)",
+                                      history_href([case_id, *others], gpu, history.series,
+                                                   metric, since)))
+    return HistoryView(
+        case_id=case_id, gpu=gpu, series=history.series, metric=metric,
+        fields=history.fields, points=points, buckets=buckets, total=history.total,
+        marks=marks, changes=changes, overlaid=list(overlay),
+        specs=figures.history_specs(points, buckets, changes, marks, metric, overlay,
+                                    name=case_id if overlay else "this case"),
+        other_series=[(f"series {s}", history_path(case_id, gpu, s))
+                      for s in history.other_series],
+        metric_links=[(label, history_href(chosen, gpu, history.series, m, since),
+                       m == metric) for m, label in METRICS.items()],
+        range_links=range_links,
+        overlay_links=overlay_links,
+        missing=missing,
+    )
+
+
+def verdict_line(point: dict[str, Any]) -> str:
+    """The newest point's verdict in words: what moved, by how much, and whether it is noise."""
+    if point["status"] == "insufficient_history":
+        return (f"report #{point['reportId']}: only {point['baselinePoints']} earlier "
+                f"point(s); {MIN_POINTS} are needed before a change is judged")
+    moved = f"{point['changePercent']:+.1f} %"
+    versus = (f"against the median {point['baseline']:.4g} ms of the "
+              f"{point['baselinePoints']} earlier points; noise {point['noisePercent']:.1f} %")
+    if point["status"] == "unchanged":
+        return (f"report #{point['reportId']}: {moved} {versus}: within the noise or the "
+                f"{DEFAULT_THRESHOLD_PERCENT:g} % floor")
+    return f"report #{point['reportId']}: {point['status']}, layer time {moved} {versus}"
+
+
+def history_rows(points: list[dict[str, Any]]) -> list[list[Any]]:
+    """The points' table, newest first."""
+    def ms(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.4g}"
+
+    return [[p["date"], f"#{p['reportId']}", ms(p["layerMS"]),
+             f"{ms(p['windowMinMS'])} – {ms(p['windowMaxMS'])}",
+             "n/a" if p["windowSpreadPercent"] is None else f"{p['windowSpreadPercent']:.1f} %",
+             f"{p['usefulTFPerGPU']:.1f}",
+             "n/a" if p["percentOfPeak"] is None else f"{p['percentOfPeak']:.1f} %",
+             figures.verdict_text(p), ", ".join(p.get("marks", []))]
+            for p in reversed(points)]
+
+
+@dataclass(frozen=True)
+class ReportMarks:
+    """The report's cases against their history: the flagged ones for the summary, and a
+    mark per case for the table (``historyChange``, ``historyStatus``, ``historyHref``)."""
+
+    verdicts: ReportVerdicts
+    marks: dict[str, dict[str, Any]]
+
+    @property
+    def judged(self) -> int:
+        return sum(1 for i in self.verdicts.items if i.verdict.status != "insufficient_history")
+
+
+def report_marks(session: Session, report_id: int) -> ReportMarks:
+    result = report_regressions(session, report_id)
+    marks = {}
+    for item in result.items:
+        mark: dict[str, Any] = {"historyStatus": item.verdict.status,
+                                "historyHref": history_path(item.case_id, result.gpu,
+                                                            result.series)}
+        if item.verdict.change_percent is not None:
+            mark["historyChange"] = round(item.verdict.change_percent, 2)
+        if item.verdict.flagged:
+            # What the moved-cases list shows, redrawn from the store when the filter changes.
+            mark.update(historyBaseline=item.verdict.baseline,
+                        historyBaselinePoints=item.verdict.baseline_points,
+                        historyNoise=item.verdict.noise_percent)
+        marks[item.case_id] = mark
+    return ReportMarks(result, marks)
+
+
+def hover_marks(marks: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The charts' hover notes of the flagged cases, from the report page's store of marks."""
+    arrows = {"regression": "\u25b2", "improvement": "\u25bc"}
+    return {case_id: f"{arrows[m['historyStatus']]} {m['historyChange']:+.1f} % vs history"
+            for case_id, m in marks.items() if m["historyStatus"] in arrows}
