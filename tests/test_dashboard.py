@@ -560,11 +560,10 @@ def test_runner_fields_round_trip_and_show_on_the_case_page(
 def test_page_texts_read_the_regression_settings_they_describe() -> None:
     """The numbers in the words come from the settings that judged (and the module's
     defaults), not from copies typed into the text."""
-    from app.dashboard.history_view import ReportMarks
-
     from app.dashboard.moved_cases import moved_cases_section
     from app.figures import verdict_text
     from app.services.history import ReportVerdicts
+    from app.services.history_view import ReportMarks
     from ingest.regressions import MIN_POINTS, Settings
 
     unjudged = ReportVerdicts(report_id=1, gpu="g", series="s",

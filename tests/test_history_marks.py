@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from api_helpers import REPORTS, error_detail
-from app.cli import main
 from dash.development.base_component import Component
 from fastapi.testclient import TestClient
 from history_helpers import ingest, synthetic_series
@@ -22,6 +21,7 @@ from app.core.errors import NotFound
 from app.main import create_app
 from app.services import history_view, marks
 from app.services.history import case_history, point_dict, report_regressions
+from cli.main import main
 from ingest.regressions import Settings
 
 Body = dict[str, Any]

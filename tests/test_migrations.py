@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from app.report_json import report_json_bytes
 from conftest import fresh_postgres_database
 from sqlalchemy import create_engine, inspect, pool, text
 from sqlalchemy.orm import Session
 
 from app.models import Base
+from app.services.report_json import report_json_bytes
 from app.services.reports import ingest
 from db.migrate import downgrade, head_revision, upgrade
 from ingest.provenance import provenance_key

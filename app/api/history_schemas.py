@@ -9,7 +9,6 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
 
 from app.api.enums import RegressionKind, Verdict
 from app.api.params import no_nul
-from app.repository.history import Mark
 from app.services.explain import Explanation
 from app.services.history import (
     CaseHistory,
@@ -20,6 +19,7 @@ from app.services.history import (
     mark_dict,
     point_dict,
 )
+from app.services.marks import Mark
 from ingest.attribution import Attribution
 from ingest.grouping import Group
 from ingest.regressions import Status

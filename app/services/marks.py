@@ -12,6 +12,9 @@ from sqlalchemy.orm import Session
 from app.core.errors import NotFound
 from app.repository import history as history_repo
 
+# A stored mark, as the API shapes it.
+Mark = history_repo.Mark
+
 MarkKind = Literal["step", "outlier"]
 
 
