@@ -183,7 +183,13 @@ def test_reports_page_lists_posted_reports(page: Callable[[str], WebDriver],
     assert "<img src=x onerror=\"window.__pwned = 3\">GPU" in text  # shown, not parsed
     assert "over-the-cap" in text and "script-notes" in text  # run ids tell reports apart
     hrefs = {a.get_attribute("href") for a in table[0].find_elements(By.TAG_NAME, "a")}
-    assert hrefs == {f"{server[0].url}/reports/{i}" for i in server[1].values()}
+    reports = {h for h in hrefs if "/compare?" not in h}
+    assert reports == {f"{server[0].url}/reports/{i}" for i in server[1].values()}
+    # "compare with previous": a report against an earlier one of those listed.
+    for href in hrefs - reports:
+        query = dict(part.split("=") for part in href.split("?", 1)[1].split("&"))
+        base, head = int(query["base"]), int(query["head"])
+        assert {base, head} <= set(server[1].values()) and base < head, href
     shot(driver, "reports")
 
 
