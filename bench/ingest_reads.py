@@ -44,10 +44,12 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]  # tests/live.py: the server pro
 
 from live import scratch_postgres_database, serve_process  # noqa: E402
 
+from app import report_body  # noqa: E402
 from app.models import Base, utcnow  # noqa: E402
 from app.repository import tokens  # noqa: E402
 from app.services import reports as report_service  # noqa: E402
 from db.migrate import upgrade  # noqa: E402
+from ingest.provenance import provenance_key  # noqa: E402
 from ingest.reference import reference_report_text  # noqa: E402
 from ingest.series import series_context  # noqa: E402
 from ingest.validate import validate_report  # noqa: E402
@@ -220,6 +222,7 @@ def prepare_rows(reports: list[dict[str, Any]]) -> list[Prepared]:
     out = []
     for raw in reports:
         report = validate_report(raw)
+        extra = {k: v for k, v in raw.items() if k not in ("meta", "cases")}
         rows, caveats = report_service.case_rows(0, report.meta, raw["cases"], report.cases, 0)
         best = max((r["percent_of_peak"] for r in rows if r["percent_of_peak"] is not None),
                    default=None)
@@ -227,9 +230,11 @@ def prepare_rows(reports: list[dict[str, Any]]) -> list[Prepared]:
             report={
                 "content_sha256": report_service.canonical_sha256(raw),
                 "run_id": report.meta.runId, "date": report.meta.date, "gpu": report.meta.gpu,
-                "series": series_context(raw["meta"]), "source": report.meta.source,
-                "meta": raw["meta"],
-                "extra": {k: v for k, v in raw.items() if k not in ("meta", "cases")},
+                "series": series_context(raw["meta"]),
+                "provenance": provenance_key(raw["meta"]), "source": report.meta.source,
+                "meta": raw["meta"], "extra": extra,
+                # The one stored copy of the report as posted, as the service writes it.
+                "body": report_body.encode(raw["meta"], raw["cases"], extra),
                 "case_count": len(rows), "best_percent_of_peak": best,
                 "created_at": utcnow(), "updated_at": utcnow(),
             },
