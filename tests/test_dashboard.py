@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from dash.development.base_component import Component
 from fastapi.testclient import TestClient
+from page_helpers import find, texts
 from sqlalchemy.orm import Session
 
 from app import figures
@@ -47,30 +48,6 @@ def pages(settings_env: Callable[..., None]) -> dict[str, ModuleType]:
 @pytest.fixture
 def reference_id(session: Session, reference: dict[str, Any]) -> int:
     return ingest(session, reference)
-
-
-def texts(component: Any) -> list[str]:
-    """Every string child in a Dash component tree (what the browser shows as text)."""
-    if isinstance(component, str):
-        return [component]
-    if isinstance(component, list | tuple):
-        return [t for c in component for t in texts(c)]
-    if isinstance(component, Component):
-        return texts(getattr(component, "children", None))
-    return []
-
-
-def find(component: Any, component_id: str) -> Any:
-    if isinstance(component, list | tuple):
-        for c in component:
-            hit = find(c, component_id)
-            if hit is not None:
-                return hit
-    if isinstance(component, Component):
-        if getattr(component, "id", None) == component_id:
-            return component
-        return find(getattr(component, "children", None), component_id)
-    return None
 
 
 # --- pure functions ----------------------------------------------------------------------

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from api_helpers import REPORTS, error_detail
-from dash.development.base_component import Component
 from fastapi.testclient import TestClient
 from history_helpers import ingest, synthetic_series
+from page_helpers import texts
 from sqlalchemy.orm import Session
 
 from app import figures
@@ -279,17 +279,6 @@ def test_history_page_lists_the_changes_and_marks(
     assert sum(t.startswith("#") for t in shown) == 5 and "step" in shown
     bad = texts(page.layout(caseId=case, gpu=reference["meta"]["gpu"], since="yesterday"))
     assert "since 'yesterday' is not a date (YYYY-MM-DD)" in " ".join(bad)
-
-
-def texts(component: Any) -> list[str]:
-    """Every string child in a Dash component tree (what the browser shows as text)."""
-    if isinstance(component, str):
-        return [component]
-    if isinstance(component, list | tuple):
-        return [t for c in component for t in texts(c)]
-    if isinstance(component, Component):
-        return texts(getattr(component, "children", None))
-    return []
 
 
 def test_history_draws_each_phase(client: TestClient, session: Session, reference: Body) -> None:
