@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
@@ -166,3 +167,22 @@ def fresh_postgres_database() -> Iterator[str]:
     require_postgres()
     with scratch_postgres_database(POSTGRES_URL) as url:
         yield url
+
+
+@contextmanager
+def live_server_with(reports: list[dict[str, Any]], tmp: Path
+                     ) -> Iterator[tuple[LiveServer, list[int]]]:
+    """A live server on a fresh Postgres database holding ``reports``, posted in order
+    through the API; with their ids."""
+    with fresh_postgres_database() as url, live_server(url, tmp) as live:
+        with Session(engine_for(url)) as session:
+            _, ingest_token = tokens.create_token(session, "live-reports", "ingest")
+            session.commit()
+        ids = []
+        for body in reports:
+            response = httpx.post(live.url + "/api/v1/reports", json=body, timeout=60,
+                                  headers={"Authorization": f"Bearer {ingest_token}"})
+            assert response.status_code == 201, response.text
+            ids.append(response.json()["id"])
+        yield live, ids
+        engine_for(url).dispose()

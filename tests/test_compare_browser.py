@@ -12,18 +12,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
 
-import httpx
 import pytest
 import test_dashboard_browser
 from compare_helpers import combine_slowed
-from conftest import _REFERENCE, LiveServer, fresh_postgres_database, live_server
+from conftest import _REFERENCE, LiveServer, live_server_with
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from sqlalchemy.orm import Session
 from test_dashboard_browser import SCREENSHOTS, drawn, require_chromium, shot, wait_for
-
-from app.core.db import engine_for
-from app.repository import tokens
 
 pytestmark = pytest.mark.live
 
@@ -37,19 +32,8 @@ def server(tmp_path_factory: pytest.TempPathFactory
     require_chromium()
     bodies, slowed = combine_slowed(_REFERENCE)
     bodies[-1]["meta"]["host"]["driver"] = "580.159"
-    with fresh_postgres_database() as url, \
-            live_server(url, tmp_path_factory.mktemp("compare-live")) as live:
-        with Session(engine_for(url)) as session:
-            _, token = tokens.create_token(session, "compare-browser", "ingest")
-            session.commit()
-        ids = []
-        for body in bodies:
-            response = httpx.post(live.url + "/api/v1/reports", json=body, timeout=60,
-                                  headers={"Authorization": f"Bearer {token}"})
-            assert response.status_code == 201, response.text
-            ids.append(response.json()["id"])
+    with live_server_with(bodies, tmp_path_factory.mktemp("compare-live")) as (live, ids):
         yield live, {"ids": ids, "slowed": slowed}
-        engine_for(url).dispose()
 
 
 def printed(driver: WebDriver, name: str) -> int:

@@ -7,14 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from urllib.parse import parse_qs, urlparse
 
-import httpx
 import pytest
 import test_dashboard_browser
-from conftest import _REFERENCE, LiveServer, fresh_postgres_database, live_server
+from conftest import _REFERENCE, LiveServer, live_server_with
 from history_helpers import synthetic_series
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from sqlalchemy.orm import Session
 from test_dashboard_browser import (
     SCREENSHOTS,
     drawn,
@@ -23,9 +21,6 @@ from test_dashboard_browser import (
     wait_for,
     wait_for_charts,
 )
-
-from app.core.db import engine_for
-from app.repository import tokens
 
 pytestmark = pytest.mark.live
 
@@ -43,19 +38,8 @@ def server(tmp_path_factory: pytest.TempPathFactory
     require_chromium()
     reports = synthetic_series(_REFERENCE, 8, seed=2,
                                newest_factor={**dict.fromkeys(SLOWED, 1.15), SPED: 0.88})
-    with fresh_postgres_database() as url, \
-            live_server(url, tmp_path_factory.mktemp("history-live")) as live:
-        with Session(engine_for(url)) as session:
-            _, token = tokens.create_token(session, "history-browser", "ingest")
-            session.commit()
-        ids = []
-        for report in reports:
-            response = httpx.post(live.url + "/api/v1/reports", json=report, timeout=60,
-                                  headers={"Authorization": f"Bearer {token}"})
-            assert response.status_code == 201, response.text
-            ids.append(response.json()["id"])
+    with live_server_with(reports, tmp_path_factory.mktemp("history-live")) as (live, ids):
         yield live, {"first": ids[0], "newest": ids[-1]}
-        engine_for(url).dispose()
 
 
 def test_report_page_marks_the_moved_cases(
