@@ -136,6 +136,7 @@ class ReportView:
     panels: list[ChartPanel]
     rows: list[dict[str, Any]]  # plain dicts: the page sends them to the browser as JSON
     facets: Mapping[str, tuple[Any, ...]]
+    every_case: Sequence[CaseDict]  # the whole report, in view or not (the filters' counts)
 
     @property
     def count_text(self) -> str:
@@ -160,7 +161,8 @@ def report_view(reports: ReportCache, session: Session, report_id: int, filters:
     return ReportView(header=report.header, meta=report.meta, filters=filters, cases=cases,
                       charted=charted, caveats=caveats,
                       panels=chart_panels(report.meta, cases, caveats, charted),
-                      rows=[dict(report.rows[i]) for i in picked], facets=report.facets)
+                      rows=[dict(report.rows[i]) for i in picked], facets=report.facets,
+                      every_case=report.cases)
 
 
 def _picked(session: Session, report: ReportData, filters: CaseFilter) -> list[int]:

@@ -241,9 +241,8 @@ def refilter(*args: Any) -> list[Any]:
     with session_scope() as session:
         view = report_view.report_view(report_cache(), session, report_id, chosen,
                                        history_view.hover_marks(marks or {}))
-        data = report_cache().report(session, report_id)
-    hint = filter_options.empty_hint(data.cases, chosen)
-    choices = filter_options.all_options(data.facets, data.cases, chosen)
+    hint = filter_options.empty_hint(view.every_case, chosen)
+    choices = filter_options.all_options(view.facets, view.every_case, chosen)
     return [*[p.figure for p in view.panels], *[chart_aside(p) for p in view.panels],
             view.rows, view.count_text, view.banner, not view.banner,
             filters.search_from_filters(view.filters),
