@@ -301,3 +301,31 @@ def test_history_draws_each_phase(client: TestClient, session: Session, referenc
     view = history_view.history_view(session, [case], gpu, None, "combineMS")
     drawn = next(t for t in view.specs["combine"]["data"] if t.get("mode") == "lines+markers")
     assert drawn["y"] == [r["cases"][0]["phaseMS"]["combine"] for r in reports]
+
+
+def test_buckets_summarise_every_metric_the_page_can_draw(
+    client: TestClient, session: Session, reference: Body
+) -> None:
+    reports = synthetic_series(reference, 30, seed=14)
+    for i, report in enumerate(reports):
+        report["cases"][0]["phaseMS"] = {"dispatch": 0.3 + i / 100, "experts": 0.5 - i / 200,
+                                         "combine": 0.4 + (i % 7) / 50}
+    for r in reports:
+        ingest(session, r)
+    case = reference["cases"][0]["id"]
+    body = client.get("/api/v1/history", params={
+        "caseId": case, "gpu": reference["meta"]["gpu"], "points": 10}).json()
+    # 25 older reports in 5 buckets of 5: each phase's mean, min and max over its bucket.
+    assert [b["reports"] for b in body["buckets"]] == [5] * 5
+    for n, bucket in enumerate(body["buckets"]):
+        for phase in ("dispatch", "experts", "combine"):
+            values = [r["cases"][0]["phaseMS"][phase] for r in reports[5 * n:5 * n + 5]]
+            assert bucket[f"{phase}MS"] == pytest.approx(
+                {"mean": statistics.fmean(values), "min": min(values), "max": max(values)})
+    # Every metric the page offers has its older level.
+    assert set(history_view.METRICS) <= set(body["buckets"][0])
+    # The combine chart draws the older level: each bucket's mean over its dates.
+    spec = figures.history_specs(body["points"], body["buckets"], metric="combineMS")
+    mean = next(t for t in spec["combine"]["data"] if t.get("name", "").endswith("bucket mean"))
+    assert [y for y in mean["y"] if y is not None] == [
+        b["combineMS"]["mean"] for b in body["buckets"] for _ in (0, 1)]

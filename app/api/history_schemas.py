@@ -143,7 +143,7 @@ class HistoryPointOut(Out):
     percentOfPeak: float | None
     nvlinkTXGBps: float | None
     nvlinkRXGBps: float | None
-    # phaseMS (null where the runner timed no phases); not summarised in buckets.
+    # phaseMS (null where the runner timed no phases).
     dispatchMS: float | None
     expertsMS: float | None
     combineMS: float | None
@@ -174,6 +174,9 @@ class BucketOut(Out):
     percentOfPeak: Summary | None
     nvlinkTXGBps: Summary | None
     nvlinkRXGBps: Summary | None
+    dispatchMS: Summary | None
+    expertsMS: Summary | None
+    combineMS: Summary | None
 
 
 class MarkIn(Out):

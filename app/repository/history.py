@@ -206,11 +206,14 @@ def newest_points(session: Session, series: str, case_id: str, count: int,
     return [HistoryPoint(*tuple(row)) for row in reversed(rows)]
 
 
-# The metrics a bucket summarises: wire name -> column.
+# The metrics a bucket summarises, every one a history can draw: wire name -> column.
 BUCKET_METRICS = {"layerMS": CaseRow.layer_ms, "usefulTFPerGPU": CaseRow.useful_tf_per_gpu,
                   "percentOfPeak": CaseRow.percent_of_peak,
                   "nvlinkTXGBps": CaseRow.nvlink_tx_gbps,
-                  "nvlinkRXGBps": CaseRow.nvlink_rx_gbps}
+                  "nvlinkRXGBps": CaseRow.nvlink_rx_gbps,
+                  "dispatchMS": CaseRow.phase_dispatch_ms,
+                  "expertsMS": CaseRow.phase_experts_ms,
+                  "combineMS": CaseRow.phase_combine_ms}
 
 
 @dataclass(frozen=True)
