@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.figures.layout import chart_layout, figure, titled
-from app.figures.style import PALETTE, Spec, Trace
+from app.figures.style import PALETTE, Spec, Trace, text
 from ingest.regressions import MIN_POINTS
 
 Point = dict[str, Any]
@@ -51,8 +51,10 @@ def verdict_text(point: Point) -> str:
 
 
 def _hover(point: Point) -> str:
+    why = f"<br>why: {text(point['why'])}" if point.get("why") else ""
     marks = "".join(f"<br>marked: {m}" for m in point.get("marks", []))
-    return f"report #{int(point['reportId'])} · {point['date']}<br>{verdict_text(point)}{marks}"
+    return (f"report #{int(point['reportId'])} · {point['date']}<br>{verdict_text(point)}"
+            f"{why}{marks}")
 
 
 def _x_axis() -> dict[str, Any]:

@@ -85,6 +85,8 @@ def layout(caseId: str | list[str] | None = None, gpu: str | None = None,  # noq
         html.Div(history_view.verdict_line(latest) if latest else "",
                  id="history-verdict",
                  className=f"verdict verdict-{latest['status'] if latest else 'none'}"),
+        *([html.Div(f"why: {latest['why']}", id="history-why")]
+          if latest and latest.get("why") else []),
         html.P(f"Each report is judged against the median of up to {DEFAULT_WINDOW} reports "
                f"before it: flagged when it moved over {DEFAULT_THRESHOLD_PERCENT:g} % and "
                "over the noise (the larger of the "
