@@ -19,7 +19,7 @@ from app.services.history import (
     mark_dict,
     point_dict,
 )
-from app.services.marks import Mark
+from app.services.marks import REASON_MAX_CHARS, Mark
 from ingest.attribution import Attribution
 from ingest.grouping import Group
 from ingest.regressions import Status
@@ -182,7 +182,7 @@ class BucketOut(Out):
 class MarkIn(Out):
     # no_nul: Postgres refuses NUL in text (a 500, not the 422 it is).
     reason: Annotated[str, AfterValidator(no_nul)] = Field(
-        min_length=1, max_length=2000, description="why, for the history")
+        min_length=1, max_length=REASON_MAX_CHARS, description="why, for the history")
 
 
 class MarkOut(Out):

@@ -60,6 +60,8 @@ class HistoryView:
     range_links: list[tuple[str, str, bool]]
     overlay_links: list[tuple[str, str]]
     missing: list[str]  # overlay case ids this series does not hold
+    href: str  # this page
+
 
     @property
     def latest(self) -> dict[str, Any] | None:
@@ -147,6 +149,7 @@ def history_view(
         range_links=range_links,
         overlay_links=overlay_links,
         missing=missing,
+        href=history_href(chosen, gpu, history.series, metric, since),
     )
 
 
