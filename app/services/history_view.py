@@ -95,8 +95,9 @@ def history_view(
     flagged = [p["reportId"] for p in points if p["status"] in ("regression", "improvement")]
     why = explain.history_attributions(session, case_id, flagged, DEFAULT_WINDOW)
     for point in points:
-        if (text := why[point["reportId"]].text() if point["reportId"] in why else ""):
-            point["why"] = text
+        attribution = why.get(point["reportId"])
+        if attribution is not None and attribution.text():
+            point["why"] = attribution.text()
     buckets = [b.as_dict() for b in history.buckets]
     marks = [mark_dict(m) for m in history.marks]
     changes = [change_dict(c) for c in history.provenance_changes]

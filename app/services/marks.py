@@ -17,7 +17,6 @@ from app.services.auth import authorise
 Mark = history_repo.Mark
 
 MarkKind = Literal["step", "outlier"]
-KINDS: tuple[MarkKind, ...] = ("step", "outlier")
 
 REASON_MAX_CHARS = 2000
 
