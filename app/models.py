@@ -110,7 +110,8 @@ class ReportRow(Base):
 
 # The columns history summarises per bucket (app.repository.history.BUCKET_METRICS).
 HISTORY_METRIC_COLUMNS = ("layer_ms", "useful_tf_per_gpu", "percent_of_peak", "nvlink_tx_gbps",
-                          "nvlink_rx_gbps")
+                          "nvlink_rx_gbps", "phase_dispatch_ms", "phase_experts_ms",
+                          "phase_combine_ms")
 
 
 class CaseRow(Base):
