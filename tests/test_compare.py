@@ -200,3 +200,7 @@ def test_the_ratio_chart_labels_configurations_as_the_report_page_does(
     bars = {case_id: x for t in ratio["data"]
             for case_id, x in zip((c[0] for c in t["customdata"]), t["x"], strict=True)}
     assert bars == placed and len(bars) == 63
+    # The noise band's label sits on its top edge: a log axis places annotations by log10.
+    [band] = [s for s in ratio["layout"]["shapes"] if s["type"] == "rect"]
+    [note] = [a for a in ratio["layout"]["annotations"] if "noise band" in a["text"]]
+    assert note["y"] == pytest.approx(math.log10(band["y1"]))

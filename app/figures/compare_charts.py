@@ -54,7 +54,9 @@ def ratio_spec(points: Sequence[Point], threshold_percent: float,
         shapes.append({"type": "rect", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y",
                        "y0": low, "y1": high, "fillcolor": "#9ca3af", "opacity": 0.25,
                        "line": {"width": 0}, "layer": "below"})
-        notes.append({"xref": "x domain", "x": 1, "yref": "y", "y": high, "showarrow": False,
+        # An annotation on a log axis is placed by the log of its value (a shape is not).
+        notes.append({"xref": "x domain", "x": 1, "yref": "y", "y": math.log10(high),
+                      "showarrow": False,
                       "xanchor": "right", "yanchor": "bottom", "font": {"color": "#444444"},
                       "text": f"noise band ±{band:.1f} % (median over cases)"})
     shapes.append({"type": "line", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y",
