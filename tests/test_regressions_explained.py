@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from api_helpers import REPORTS
-from compare_helpers import combine_slowed, series
+from compare_helpers import combine_slowed, series, slow_down
 from conftest import live_server
 from fastapi.testclient import TestClient
 from history_helpers import ingest
@@ -146,3 +146,17 @@ def test_the_history_page_says_why_its_newest_point_moved(
     page = importlib.import_module("app.dashboard.pages.history")
     shown = " ".join(texts(page.layout(caseId=case_id, gpu=gpu)))
     assert f"why: {why}" in shown
+
+
+def test_the_history_page_names_a_clock_drop(session: Session, reference: Body) -> None:
+    bodies = series(reference)
+    case = bodies[-1]["cases"][3]
+    slow_down(case, 0.2 * case["layerMS"])  # slower, its phases as they were
+    case["gpuState"]["smClockMinMHz"] = 1410.0
+    ids = [ingest(session, b) for b in bodies]
+    view = history_view.history_view(session, [case["id"]], reference["meta"]["gpu"], None)
+    latest = view.latest
+    assert latest is not None and latest["reportId"] == ids[-1]
+    assert latest["status"] == "regression"
+    drop = round((1410 - 1965) / 1965 * 100)
+    assert latest["why"].endswith(f"; SM clock min 1965 -> 1410 MHz ({drop:+d} %)")
