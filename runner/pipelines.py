@@ -149,6 +149,14 @@ def pass_config(ctx: BuildContext, pipeline: str) -> PassConfig:
                       wire_to_gemm=native and _runs_native(ctx))
 
 
+def gemm_layout(pipeline: str, tokens: int) -> tuple[bool, int]:
+    """How a pipeline runs its expert GEMMs: (each expert's rows padded to GROUP_ROWS,
+    in how many token stages), as pass_config and the builders below set them."""
+    if pipeline == "standard":
+        return False, 1
+    return True, min(STAGES, tokens) if pipeline == "staged" else 1
+
+
 def one_stage_routing(ctx: BuildContext, cfg: PassConfig) -> DeviceRouting:
     (routing,) = _routings(ctx, cfg, 1)
     return routing

@@ -5,6 +5,7 @@ the datasheet's Hopper peaks (no MX formats), each against arithmetic written he
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +27,8 @@ Body = dict[str, Any]
 def _gpu(bf16: float, grouped: float) -> dict[str, Any]:
     return {"dense": {"bf16": bf16}, "denseN": 256, "unmeasured": {"mxfp8": "emulated"},
             "grouped": [{"precision": "bf16", "experts": 2, "rowsPerExpert": 24, "D": 64,
-                         "F": 64, "tf": grouped, "kernel": "torch.matmul per expert",
+                         "F": 64, "pipeline": "staged", "gemmRowsPerExpert": 128,
+                         "stages": 4, "tf": grouped, "kernel": "torch.matmul per expert",
                          "emulated": False}]}
 
 
@@ -37,6 +39,8 @@ def test_merge_takes_the_slowest_gpu_and_keeps_each() -> None:
     assert merged["denseTF"] == {"bf16": 8.0}
     assert merged["denseTFPerGPU"] == {"bf16": [10.0, 8.0]}
     assert merged["grouped"][0]["tf"] == 4.0 and merged["grouped"][0]["tfPerGPU"] == [4.0, 5.0]
+    # The padded rate: 4 stages of 128 rows a expert for 24 useful ones.
+    assert merged["grouped"][0]["gemmTF"] == pytest.approx(4.0 * 128 * 4 / 24)
     assert merged["allToAll"] == a2a and merged["unmeasured"] == {"mxfp8": "emulated"}
 
 
@@ -50,23 +54,37 @@ def test_a_gpu_that_could_not_measure_a_shape_is_left_out_of_its_ceiling() -> No
                                     "grouped bf16 E2 rows 24 F64": "rank 1: OOM"}
 
 
-def test_grouped_shapes_use_the_busiest_ranks_rows_per_expert() -> None:
+def test_grouped_shapes_use_the_rows_each_pipeline_runs() -> None:
+    """The busiest rank's rows per expert, as the pipeline runs its GEMMs: standard as
+    they are, mega padded to 128-row groups, staged split over its 4 token stages (T = 32)
+    with each stage's share padded."""
     matrix = parse_matrix({
         "seed": 1, "shape": {"T": 32, "D": 64, "E": 4, "K": 2},
-        "case": [{"mode": "inference", "ep": 2, "precision": p, "pipeline": pipe,
+        "case": [{"mode": m, "ep": 2, "precision": p, "pipeline": pipe,
                   "F": 64, "imbalance": i, "category": "c"}
-                 for p, i, pipe in (("bf16", 1.0, "standard"), ("bf16", 1.5, "standard"),
-                                    ("mxfp8", 1.0, "standard"), ("bf16", 1.0, "staged"))]})
+                 for m, p, i, pipe in (("inference", "bf16", 1.0, "standard"),
+                                       ("inference", "bf16", 1.5, "standard"),
+                                       ("inference", "mxfp8", 1.0, "standard"),
+                                       ("inference", "bf16", 1.0, "staged"),
+                                       ("inference", "mxfp8", 1.5, "mega"),
+                                       ("training", "bf16", 1.0, "standard"))]})
     shapes = grouped_shapes(matrix, list(matrix.cases))
     want = []
     for spec in matrix.cases:
         busiest = max(build_plan(matrix.shape, spec, 1).receive)
         rows = (busiest + 1) // 2  # 2 local experts, rounded up
-        shape = GroupedShape(spec.precision, 2, rows, 64, 64)
+        gemm, stages = {"standard": (rows, 1),
+                        "mega": (128 * math.ceil(rows / 128), 1),
+                        "staged": (128 * math.ceil(math.ceil(rows / 4) / 128), 4)}[
+                            spec.pipeline]
+        shape = GroupedShape(spec.precision, 2, rows, 64, 64, spec.pipeline, gemm, stages)
         if shape not in want:
             want.append(shape)
-    assert shapes == want and len(shapes) == 3  # the repeated bf16 case measured once
-    assert shapes[0].flops == 6 * 2 * shapes[0].rows * 64 * 64
+    assert shapes == want and len(shapes) == 5  # training's shape is inference's
+    staged = shapes[3]
+    assert (staged.gemm_rows, staged.stages) == (128, 4) and staged.rows < 128
+    assert staged.flops == 6 * 2 * staged.rows * 64 * 64
+    assert staged.gemm_flops == 6 * 2 * 128 * 4 * 64 * 64
 
 
 def _with_ceiling(reference: Body, tf: float) -> tuple[Body, Body]:
@@ -76,8 +94,13 @@ def _with_ceiling(reference: Body, tf: float) -> tuple[Body, Body]:
     rows = -(-max(case["receiveRows"]) // experts)
     meta["measuredCeilings"] = {
         "denseTF": {"bf16": 2 * tf}, "grouped": [
+            # another pipeline's GEMMs (padded): not this case's
             {"precision": case["precision"], "experts": experts, "rowsPerExpert": rows,
-             "D": meta["shape"]["D"], "F": case["F"], "tf": tf, "kernel": "k"},
+             "D": meta["shape"]["D"], "F": case["F"], "tf": tf / 3, "kernel": "k",
+             "pipeline": "other"},
+            {"precision": case["precision"], "experts": experts, "rowsPerExpert": rows,
+             "D": meta["shape"]["D"], "F": case["F"], "tf": tf, "kernel": "k",
+             "pipeline": case["pipeline"]},
             # another shape: not this case's
             {"precision": case["precision"], "experts": experts, "rowsPerExpert": rows + 1,
              "D": meta["shape"]["D"], "F": case["F"], "tf": tf / 2, "kernel": "k"}]}
