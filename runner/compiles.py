@@ -63,9 +63,9 @@ def compiled_or_eager(fn: F, note: Callable[[str], None], dynamic: bool | None =
 
 def _fallback_message(exc: Exception) -> str:
     if type(exc).__name__ == "FailOnRecompileLimitHit":
+        limit = getattr(torch._dynamo.config, "recompile_limit", None)
         return (f"mega: torch.compile reached dynamo's recompile limit "
-                f"(FailOnRecompileLimitHit: recompile_limit "
-                f"{torch._dynamo.config.recompile_limit}); the layer ran eagerly")
+                f"(FailOnRecompileLimitHit: recompile_limit {limit}); the layer ran eagerly")
     return (f"mega: torch.compile failed ({type(exc).__name__}: {str(exc)[:200]}); the "
             f"layer ran eagerly")
 
