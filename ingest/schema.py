@@ -41,8 +41,9 @@ class Shape(WireModel):
 class GroupedCeiling(WireModel):
     """The expert GEMMs alone (gate, up, down of ``experts`` SwiGLU experts, each with
     ``rowsPerExpert`` rows) at a case's shape: the best the GEMMs reach there. With
-    ``pipeline``: as that pipeline runs them (``gemmRowsPerExpert`` rows a GEMM, padded,
-    ``stages`` GEMMs a pass); without: any pipeline's (an older runner's)."""
+    ``pipeline``: as that pipeline runs them (``gemmExperts`` experts of
+    ``gemmRowsPerExpert`` rows, padded, in each of ``stages`` GEMMs a pass); without: any
+    pipeline's (an older runner's)."""
 
     precision: Name
     experts: PositiveCount
@@ -50,6 +51,7 @@ class GroupedCeiling(WireModel):
     D: PositiveCount
     F: PositiveCount
     pipeline: Name | None = None
+    gemmExperts: Count | None = None  # experts with rows in one of its GEMMs
     gemmRowsPerExpert: Count | None = None
     stages: PositiveCount | None = None
     tf: Annotated[float, Field(gt=0)]  # the slowest GPU's: useful (unpadded) FLOPs / time

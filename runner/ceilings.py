@@ -6,14 +6,14 @@ the datasheet:
   the start-up probe ran the native scaled GEMM; an emulated precision is named in
   ``unmeasured`` with why);
 - grouped GEMM: the experts' three GEMMs (gate, up: rows x D x F; down: rows x F x D) of
-  each case's local experts at the busiest rank's rows per expert (rounded up) as the
-  case's pipeline runs them (staged and mega: each expert's rows padded to 128; staged:
-  in its token stages, each stage's share padded), with the kernel the case's experts
-  use (``torch._grouped_mm`` or the loop; native quantized: ``_scaled_mm`` per expert;
-  emulated quantized: the bf16 GEMMs it emulates with). ``tf`` is the case's useful
-  FLOPs (unpadded rows) over the time of those GEMMs: the most the case could reach if
-  nothing but its GEMMs took time; ``gemmTF`` counts the padded rows too (the kernel's
-  own rate);
+  each case's local experts at the busiest rank's rows, spread evenly, as the case's
+  pipeline runs them (staged: in its token stages; experts without rows are empty
+  groups; staged and mega: each expert's rows padded to 128), with the kernel the
+  case's experts use (``torch._grouped_mm`` or the loop; native quantized:
+  ``_scaled_mm`` per expert; emulated quantized: the bf16 GEMMs it emulates with).
+  ``tf`` is the case's useful FLOPs (unpadded rows) over the time of those GEMMs: the
+  most the case could reach if nothing but its GEMMs took time; ``gemmTF`` counts the
+  padded rows too (the kernel's own rate);
 - all-to-all of each EP group, as nccl-tests' alltoall_perf measures it: per message size
   (each rank's send buffer, S bytes, equal splits) algbw = S / time and busbw = algbw x
   (n - 1) / n, the bandwidth a link sees.
@@ -55,31 +55,38 @@ A2A_BYTES = {"cuda": [2**20 * 4**k for k in range(5)], "cpu": [2**16, 2**20]}
 class GroupedShape:
     precision: str
     experts: int  # local experts of a rank
-    rows: int  # rows per expert: the busiest rank's, rounded up
+    rows: int  # rows per expert: the busiest rank's, rounded up (the ceiling's key)
     D: int
     F: int
     pipeline: str
-    gemm_rows: int  # rows per expert of one grouped GEMM as the pipeline runs it
-    stages: int  # grouped GEMMs (of gemm_rows each) per layer pass
+    busiest: int  # rows the busiest rank receives
+    gemm_experts: int  # experts with rows in one grouped GEMM
+    gemm_rows: int  # rows per such expert, as the pipeline runs them (padded)
+    stages: int  # grouped GEMMs per layer pass
 
     @property
     def flops(self) -> int:
-        """The useful FLOPs: unpadded rows."""
-        return 6 * self.experts * self.rows * self.D * self.F
+        """The useful FLOPs of the busiest rank's experts: its rows, unpadded."""
+        return 6 * self.busiest * self.D * self.F
 
     @property
     def gemm_flops(self) -> int:
-        """The FLOPs the GEMMs run, padding included."""
-        return 6 * self.experts * self.gemm_rows * self.stages * self.D * self.F
+        """The FLOPs its GEMMs run, padding included."""
+        return 6 * self.gemm_experts * self.gemm_rows * self.stages * self.D * self.F
 
 
-def gemm_rows(rows: int, pipeline: str, tokens: int) -> tuple[int, int]:
-    """(rows per expert of each grouped GEMM, GEMMs per pass) for ``rows`` rows per
-    expert: split evenly over the pipeline's token stages (rounded up), each stage's
-    padded to GROUP_ROWS where the pipeline pads."""
+def gemm_rows(busiest: int, experts: int, pipeline: str, tokens: int) -> tuple[int, int, int]:
+    """(experts with rows, rows per such expert, GEMMs per pass) of a rank receiving
+    ``busiest`` rows for ``experts`` experts, the rows spread evenly: over the pipeline's
+    token stages, then over as many experts as a stage has rows for (an expert without
+    rows is an empty group, no padding), each expert's padded to GROUP_ROWS where the
+    pipeline pads."""
     padded, stages = gemm_layout(pipeline, tokens)
-    per_stage = -(-rows // stages)
-    return (-(-per_stage // GROUP_ROWS) * GROUP_ROWS if padded else per_stage), stages
+    per_stage = -(-busiest // stages)
+    active = min(experts, per_stage)
+    per_expert = -(-per_stage // active)
+    return active, (-(-per_expert // GROUP_ROWS) * GROUP_ROWS if padded else per_expert), \
+        stages
 
 
 def grouped_shapes(matrix: Matrix, cases: list[CaseSpec]) -> list[GroupedShape]:
@@ -89,11 +96,12 @@ def grouped_shapes(matrix: Matrix, cases: list[CaseSpec]) -> list[GroupedShape]:
     for spec in cases:
         local = matrix.shape.E // spec.ep
         busiest = max(build_plan(matrix.shape, spec, matrix.seed).receive)
-        rows = -(-busiest // local)
-        if rows:
-            per_gemm, stages = gemm_rows(rows, spec.pipeline, matrix.shape.T)
-            shapes[GroupedShape(spec.precision, local, rows, matrix.shape.D, spec.F,
-                                spec.pipeline, per_gemm, stages)] = None
+        if busiest:
+            active, per_gemm, stages = gemm_rows(busiest, local, spec.pipeline,
+                                                 matrix.shape.T)
+            shapes[GroupedShape(spec.precision, local, -(-busiest // local), matrix.shape.D,
+                                spec.F, spec.pipeline, busiest, active, per_gemm,
+                                stages)] = None
     return list(shapes)
 
 
@@ -129,8 +137,9 @@ def grouped_kernel(shape: GroupedShape, plat: Platform) -> tuple[str, bool]:
 
 def grouped_seconds(shape: GroupedShape, kernel: str, timing: Timing, device: torch.device
                     ) -> float:
-    """One grouped GEMM set (gate, up, down) at ``shape.gemm_rows`` rows per expert."""
-    el, rows, d, f = shape.experts, shape.gemm_rows, shape.D, shape.F
+    """One grouped GEMM set (gate, up, down) of ``shape.gemm_experts`` experts at
+    ``shape.gemm_rows`` rows each."""
+    el, rows, d, f = shape.gemm_experts, shape.gemm_rows, shape.D, shape.F
     x = _randn(el * rows, d, device=device)
     h = _randn(el * rows, f, device=device)
     if kernel == "torch._scaled_mm per expert":
@@ -217,19 +226,20 @@ def measure_gpu(plat: Platform, matrix: Matrix, cases: list[CaseSpec]) -> dict[s
     measured: dict[tuple[str, int, int, int, int], float | None] = {}
     for shape in grouped_shapes(matrix, cases):
         kernel, emulated = grouped_kernel(shape, plat)
-        key = (kernel if not emulated else "bf16:" + kernel, shape.experts, shape.gemm_rows,
-               shape.D, shape.F)
+        key = (kernel if not emulated else "bf16:" + kernel, shape.gemm_experts,
+               shape.gemm_rows, shape.D, shape.F)
         if key not in measured:
             measured[key] = _tried(
                 partial(grouped_seconds, shape, kernel, timing, plat.device),
-                f"grouped {shape.precision} E{shape.experts} rows {shape.gemm_rows} "
+                f"grouped {shape.precision} E{shape.gemm_experts} rows {shape.gemm_rows} "
                 f"F{shape.F}", unmeasured)
         seconds = measured[key]
         tf = shape.flops / (shape.stages * seconds) / 1e12 if seconds else None
         if tf is not None and tf > 0 and math.isfinite(tf):
             grouped.append({"precision": shape.precision, "experts": shape.experts,
                             "rowsPerExpert": shape.rows, "D": shape.D, "F": shape.F,
-                            "pipeline": shape.pipeline, "gemmRowsPerExpert": shape.gemm_rows,
+                            "pipeline": shape.pipeline, "gemmExperts": shape.gemm_experts,
+                            "gemmRowsPerExpert": shape.gemm_rows,
                             "stages": shape.stages, "tf": tf,
                             "gemmTF": tf * shape.gemm_flops / shape.flops,
                             "kernel": kernel, "emulated": emulated})
@@ -268,8 +278,7 @@ def merge(per_gpu: list[dict[str, Any]], all_to_alls: list[dict[str, Any]]
         "denseTFPerGPU": dense_per,
         "denseN": per_gpu[0]["denseN"],
         "grouped": [{**g, "tf": min(g["tfPerGPU"]),
-                     "gemmTF": min(g["tfPerGPU"]) * g["gemmRowsPerExpert"] * g["stages"]
-                     / g["rowsPerExpert"]}
+                     "gemmTF": min(g["tfPerGPU"]) * g["gemmTF"] / g["tf"]}
                     for g in grouped.values()],
         "allToAll": all_to_alls,
         "unmeasured": unmeasured,
@@ -288,9 +297,10 @@ def ceiling_note(cuda: bool, ceilings: dict[str, Any] | None) -> str:
     return (f"measuredCeilings, measured before the cases on every GPU of the run ({how}) "
             f"with the layer's warm-up and windows, no L2 flush: dense {ceilings['denseN']}^3 "
             f"GEMM TFLOP/s ({dense}); the experts' GEMMs (gate, up, down) of each case's "
-            f"local experts at the busiest rank's rows per expert as its pipeline runs "
-            f"them (staged, mega: each expert's rows padded to 128, staged per token stage: "
-            f"gemmRowsPerExpert x stages), with the case's kernel (an emulated precision: "
+            f"local experts at the busiest rank's rows, spread evenly, as its pipeline runs "
+            f"them (staged: per token stage; experts without rows are empty groups; staged, "
+            f"mega: each expert's rows padded to 128: stages x gemmExperts x "
+            f"gemmRowsPerExpert), with the case's kernel (an emulated precision: "
             f"the bf16 GEMMs it emulates with); tf = the useful (unpadded) FLOPs over their "
             f"time, gemmTF with the padding counted; the slowest GPU's figure is the "
             f"ceiling. percentOfMeasuredCeiling = usefulTFPerGPU over that grouped ceiling. "

@@ -367,14 +367,17 @@ def test_ceilings_were_measured_before_the_cases(run: Run) -> None:
         experts = SHAPE.E // raw["ep"]
         rows = math.ceil(max(raw["receiveRows"]) / experts)
         stages = min(4, SHAPE.T) if raw["pipeline"] == "staged" else 1
-        gemm = math.ceil(rows / stages)
+        per_stage = math.ceil(max(raw["receiveRows"]) / stages)
+        active = min(experts, per_stage)
+        gemm = math.ceil(per_stage / active)
         if raw["pipeline"] != "standard":
             gemm = 128 * math.ceil(gemm / 128)
         (entry,) = [g for g in ceilings["grouped"]
                     if (g["precision"], g["experts"], g["rowsPerExpert"], g["F"],
                         g["pipeline"]) == (raw["precision"], experts, rows, raw["F"],
                                            raw["pipeline"])]
-        assert (entry["gemmRowsPerExpert"], entry["stages"]) == (gemm, stages)
+        assert (entry["gemmExperts"], entry["gemmRowsPerExpert"], entry["stages"]) == (
+            active, gemm, stages)
         assert entry["emulated"] is (raw["precision"] != "bf16")
         assert entry["tf"] == min(entry["tfPerGPU"])
         assert derive(report.meta, case).percentOfMeasuredCeiling == pytest.approx(
