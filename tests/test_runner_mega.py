@@ -5,14 +5,17 @@ of one case takes 40-60 s, longer than the whole run test), so this test compile
 here: the collectives are traced into the graphs (functional all_to_all_single), the one
 graph break is the OOM guard around the experts, the compiled layer gives the eager
 layer's output and gradients, and a second case of the same shape with another imbalance
-reuses the compiled layer (no graph compiled, counted by dynamo's own counters). And the
-fallbacks to eager when compiling fails or dynamo reaches its recompile limit.
+reuses the compiled layer (no graph compiled, counted by dynamo's own counters), also in
+a whole ``moescope run`` (compileS, compiledGraphs). And the fallbacks to eager when
+compiling fails or dynamo reaches its recompile limit.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +23,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.fx.experimental._config as fx_config
-from live import free_port
+from live import REPO, free_port
 from torch.multiprocessing.spawn import spawn
 
 from runner.compiles import COMPILES, compiled_or_eager, strict_recompiles
@@ -199,3 +202,49 @@ def test_a_failure_during_graph_capture_is_not_a_compile_failure(
     with pytest.raises(RuntimeError, match="capturing"):
         layer(torch.ones(3))
     assert calls == ["compiled", "compiled"]  # still the compiled layer, not switched
+
+
+RUN_MATRIX = """seed = 3
+[shape]
+T = 32
+D = 64
+E = 4
+K = 2
+[matrix]
+mode = "inference"
+ep = 2
+precision = "mxfp8"
+pipeline = "mega"
+F = 64
+imbalance = [1, 1.5]
+category = "c"
+[timing]
+windows = 2
+iterations = 2
+warmup = 1
+warmup_ms = 0
+"""
+
+
+def test_a_run_compiles_mega_once_per_shape_and_reports_the_compile_time(
+        tmp_path: Path) -> None:
+    """``moescope run`` on two gloo ranks with mega compiled on the CPU
+    (MOESCOPE_COMPILE_ON_CPU): the first case of the shape compiles (compileS, its graphs),
+    the second, another imbalance, reuses the layer: no graph, no compile time."""
+    matrix, out = tmp_path / "matrix.toml", tmp_path / "report.json"
+    matrix.write_text(RUN_MATRIX)
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "run", "--matrix", str(matrix), "--nproc", "2",
+         "--out", str(out), "--spool", str(tmp_path / "spool")],
+        capture_output=True, text=True, cwd=REPO, timeout=600,
+        env={**os.environ, "MOESCOPE_URL": "", "MOESCOPE_COMPILE_ON_CPU": "1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    first, second = json.loads(out.read_text())["cases"]
+    assert (first["imbalance"], second["imbalance"]) == (1.0, 1.5)
+    assert first["receiveRows"] != second["receiveRows"]
+    assert first["compiledGraphs"] >= 3 and first["compileS"] > 0
+    assert first["compileS"] < first["setupS"]  # compiled in the first warm-up
+    assert second["compiledGraphs"] == 0 and second["compileS"] == 0
+    for case in (first, second):
+        assert case["numericalAccepted"] is True, case["numericalRelativeError"]
+        assert "torch.compile" not in (case.get("graphNote") or ""), case["graphNote"]
