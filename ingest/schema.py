@@ -216,6 +216,10 @@ class Case(WireModel):
     iterationMS: dict[Name, IterationPercentiles] | None = None
     setupS: NonNegativeFloat | None = None  # wall seconds before the first timed window
     wallS: NonNegativeFloat | None = None  # wall seconds of the whole case
+    # A compiled layer (mega): seconds torch.compile spent in the case (part of setupS) and
+    # the graphs it compiled, 0 where the case reused its shape's compiled layer.
+    compileS: NonNegativeFloat | None = None
+    compiledGraphs: Annotated[int, Field(ge=0)] | None = None
 
 
 class Report(WireModel):
