@@ -186,10 +186,11 @@ def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[RankOutcome],
         case["setupS"] = max(setup)
     if wall:
         case["wallS"] = max(wall)
+    # Null where the layer was not compiled (the timing note says so), not left out.
     compiles = [o for o in outcomes if o.compile_s is not None]
-    if compiles:
-        case["compileS"] = max(o.compile_s or 0.0 for o in compiles)
-        case["compiledGraphs"] = max(o.compiled_graphs or 0 for o in compiles)
+    case["compileS"] = max(o.compile_s or 0.0 for o in compiles) if compiles else None
+    case["compiledGraphs"] = (max(o.compiled_graphs or 0 for o in compiles) if compiles
+                              else None)
     if first.oom_note and case["ooms"]:
         case["oomNote"] = (f"{first.oom_note}; that phase and the later ones were not "
                            f"measured (their fields are null)")
@@ -205,7 +206,8 @@ TAILS = ("iterationMS: p50/p90/p99 of every timed iteration (windows x iteration
          "compiling during the case (dynamo's account, forward and backward graphs; part "
          "of setupS when in the first warm-up), and compiledGraphs, the graphs it "
          "compiled: 0 and 0 where the case reused the layer compiled for an earlier case "
-         "of its shape (the routing, i.e. the imbalance, is not part of the graph).")
+         "of its shape (the routing, i.e. the imbalance, is not part of the graph); both "
+         "null where the layer ran uncompiled.")
 
 
 def iteration_percentiles(times: list[float]) -> dict[str, float]:
