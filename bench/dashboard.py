@@ -256,20 +256,23 @@ def page_draw_times(base_url: str, report_id: int, loads: int) -> list[float]:
 
 def static_page(database_url: str, report_id: int, path: Path) -> Path:
     """One HTML file drawing the report page's figures for the unfiltered view (the same
-    specs, from the same builders) with the page's own plotly.js bundle, nothing else."""
+    specs, from the same builders; a chart the page leaves out, its empty figure too) with
+    the page's own plotly.js bundle, nothing else."""
     from app.case_fields import CaseFilter
     from app.core.db import session_scope
+    from app.dashboard.pages.report import NOT_DRAWN
     from app.services.report_view import ReportCache, report_view
 
     with session_scope(database_url) as session:
         panels = report_view(ReportCache(), session, report_id, CaseFilter()).panels
+    specs = [NOT_DRAWN if p.absent else p.figure for p in panels]
     bundle = (REPO / "static" / "vendor" / "plotly-cartesian.min.js").read_text("utf-8")
-    divs = "".join(f'<div id="g{i}" style="height:{p.figure["layout"].get("height", 420)}px">'
-                   "</div>" for i, p in enumerate(panels))
+    divs = "".join(f'<div id="g{i}" style="height:{f["layout"].get("height", 420)}px">'
+                   "</div>" for i, f in enumerate(specs))
     draws = "".join(
-        f"Plotly.newPlot('g{i}', {json.dumps(p.figure['data'])}, "
-        f"{json.dumps(p.figure['layout'])}, {{responsive: true, displaylogo: false}});"
-        for i, p in enumerate(panels))
+        f"Plotly.newPlot('g{i}', {json.dumps(f['data'])}, "
+        f"{json.dumps(f['layout'])}, {{responsive: true, displaylogo: false}});"
+        for i, f in enumerate(specs))
     path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><script>{bundle}"
                     f"</script></head><body>{divs}<script>{draws}</script></body></html>",
                     "utf-8")

@@ -204,7 +204,7 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         dcc.Store(id="report-history-marks", data=marks.marks),
         dcc.Store(id="report-search", data=parts["report-search.data"]),
         dcc.Store(id="report-search-applied"),
-        dcc.Store(id="report-shown", data=shown.digests([parts[n] for n in PARTS])),
+        dcc.Store(id="report-shown", data=shown.digests([parts[n] for n in DIGESTED])),
         header(view.header, parts["report-export-link.href"]),
         provenance.provenance_line(view.meta, rid, previous),
         html.Div([html.P(p) for p in problems], id="report-url-problems",
@@ -241,6 +241,12 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
     ])
 
 
+# The figure of a chart left out of the view (its row hidden, a line says why): plotly
+# would draw the whole chart, unseen, on every filter change. The same empty figure each
+# time, so it is not sent again until the chart is back.
+NOT_DRAWN: dict[str, Any] = {"data": [], "layout": {"showlegend": False}}  # as every chart here
+
+
 def view_parts(report_id: int, view: report_view.ReportView, marks: dict[str, Any],
                metric: str, hint: str, choices: dict[str, list[dict[str, Any]]]
                ) -> dict[str, Any]:
@@ -249,7 +255,7 @@ def view_parts(report_id: int, view: report_view.ReportView, marks: dict[str, An
     parts: dict[str, Any] = {}
     for p in view.panels:
         parts.update({
-            f"report-graph-{p.key}.figure": p.figure,
+            f"report-graph-{p.key}.figure": NOT_DRAWN if p.absent else p.figure,
             f"report-aside-{p.key}-drawn.children": drawn_text(p),
             f"report-aside-{p.key}-notes.children": chart_notes(p),
             f"report-aside-{p.key}-caveats.children": caveat_badges(p.caveats),
@@ -297,6 +303,10 @@ def _output(part: str) -> Output:
 
 
 OUTPUTS = [_output(part) for part in PARTS] + [Output("report-shown", "data")]
+# The table's rows and the caveat list are the view's cases themselves: they change with
+# the view, and their digests (megabytes of JSON at 5,000 cases) cost more than sending.
+ALWAYS_SENT = ("report-rows.data", "report-caveat-list.children")
+DIGESTED = [part for part in PARTS if part not in ALWAYS_SENT]
 
 
 @callback(OUTPUTS, [Input(f"report-filter-{f.wire}", "value") for f in FILTERABLE],
@@ -314,8 +324,9 @@ def refilter(*args: Any) -> list[Any]:
     hint = filter_options.empty_hint(view.every_case, chosen)
     choices = filter_options.all_options(view.facets, view.every_case, chosen)
     parts = view_parts(report_id, view, marks or {}, metric, hint, choices)
-    changed, digests = shown.changed_only([parts[n] for n in PARTS], drawn)
-    return [*changed, digests]
+    changed, digests = shown.changed_only([parts[n] for n in DIGESTED], drawn)
+    sent = dict(zip(DIGESTED, changed, strict=True)) | {n: parts[n] for n in ALWAYS_SENT}
+    return [*(sent[n] for n in PARTS), digests]
 
 
 # A filter change redraws the matrix with everything else (refilter); this is the metric.
