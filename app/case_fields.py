@@ -138,6 +138,8 @@ FIELDS: tuple[CaseField, ...] = (
     CaseField("iterationMS", "iteration ms percentiles (p50, p90, p99)", dict),
     CaseField("setupS", "set-up s (before the first timed window)", float),
     CaseField("wallS", "case wall s", float),
+    CaseField("compileS", "torch.compile s (part of set-up)", float),
+    CaseField("compiledGraphs", "graphs compiled (0: reused its shape's)", int),
 )
 
 FILTERABLE = tuple(f for f in FIELDS if f.filterable)

@@ -110,7 +110,8 @@ class ReportRow(Base):
 
 # The columns history summarises per bucket (app.repository.history.BUCKET_METRICS).
 HISTORY_METRIC_COLUMNS = ("layer_ms", "useful_tf_per_gpu", "percent_of_peak", "nvlink_tx_gbps",
-                          "nvlink_rx_gbps")
+                          "nvlink_rx_gbps", "phase_dispatch_ms", "phase_experts_ms",
+                          "phase_combine_ms")
 
 
 class CaseRow(Base):
@@ -184,12 +185,13 @@ class CaseRow(Base):
     )
 
     __table_args__ = (
-        UniqueConstraint("report_id", "case_id", name="uq_cases_report_id_case_id"),
         Index("ix_cases_report_id_position", "report_id", "position"),
         # One case across reports (history, series lookups) without reading every report;
         # on Postgres the metrics history sums up ride along, so a year of one case is
-        # summarised from the index alone (each case row sits on its own page).
-        Index("ix_cases_case_id_report_id", "case_id", "report_id",
+        # summarised from the index alone (each case row sits on its own page). Unique: it
+        # is also what keeps a case id once per report (a second index on the same pair
+        # cost 5 KB a report).
+        Index("ix_cases_case_id_report_id", "case_id", "report_id", unique=True,
               postgresql_include=list(HISTORY_METRIC_COLUMNS)),
         CheckConstraint("ep > 0", name="ep_positive"),
         CheckConstraint("forward_ms > 0", name="forward_ms_positive"),

@@ -40,9 +40,11 @@ def _kernel_and_tails(case: dict[str, Any]) -> str:
     tails = (case.get("iterationMS") or {}).get("combined")
     tail = (f"iterations p50 {tails['p50']:.4f} p90 {tails['p90']:.4f} p99 "
             f"{tails['p99']:.4f} ms" if tails else "iterationMS null")
-    setup = case.get("setupS")
+    setup, compiled = case.get("setupS"), case.get("compileS")
+    compiling = ("" if compiled is None else
+                 f" (compiling {compiled:.1f} s, {case.get('compiledGraphs')} graphs)")
     return (f"expert kernel {case.get('expertKernel') or '-'}; {tail}; set-up "
-            f"{'-' if setup is None else f'{setup:.1f} s'}")
+            f"{'-' if setup is None else f'{setup:.1f} s'}{compiling}")
 
 
 def _phases(case: dict[str, Any]) -> str:

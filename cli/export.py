@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.case_fields import FILTERABLE, CaseFilter
+from app.matrix_metrics import DEFAULT_METRIC
 from cli.errors import CommandError
 from cli.service_client import ServiceClient
 
@@ -22,6 +23,7 @@ class Target:
     report_id: int | None
     filters: CaseFilter
     compare: tuple[int, int] | None
+    matrix_metric: str = DEFAULT_METRIC
 
 
 def target(args: argparse.Namespace) -> Target:
@@ -30,14 +32,15 @@ def target(args: argparse.Namespace) -> Target:
         raise CommandError("give a report id (or 'latest'), or --compare BASE HEAD", 2)
     filters = CaseFilter(**{f.wire: getattr(args, f.wire) for f in FILTERABLE})
     if args.compare:
-        if filters.active():
-            raise CommandError("the case filters apply to one report's export, not to "
-                               "--compare", 2)
+        if filters.active() or args.matrix_metric:
+            raise CommandError("the case filters and --matrix-metric apply to one report's "
+                               "export, not to --compare", 2)
         return Target(None, filters, (args.compare[0], args.compare[1]))
+    metric = args.matrix_metric or DEFAULT_METRIC
     if args.report == "latest":
-        return Target(None, filters, None)
+        return Target(None, filters, None, metric)
     try:
-        return Target(int(args.report), filters, None)
+        return Target(int(args.report), filters, None, metric)
     except ValueError:
         raise CommandError(f"REPORT: {args.report!r} is neither a report id nor 'latest'",
                            2) from None
@@ -59,7 +62,7 @@ def fetch(server: ServiceClient, chosen: Target) -> tuple[str, bytes]:
     else:
         report_id = chosen.report_id if chosen.report_id is not None else _latest(server)
         params = [(f.wire, str(value)) for f, values in chosen.filters.active()
-                  for value in values]
+                  for value in values] + [("matrixMetric", chosen.matrix_metric)]
         response = server.get(f"/api/v1/reports/{report_id}/export.html", params)
     disposition = response.headers.get("content-disposition", "")
     filename = disposition.partition('filename="')[2].rstrip('"') or "moescope-export.html"

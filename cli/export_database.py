@@ -23,7 +23,8 @@ def run(args: argparse.Namespace) -> int:
             else:
                 report_id = (chosen.report_id if chosen.report_id is not None
                              else latest_report_id(session))
-                export = service.export_report(session, report_id, chosen.filters)
+                export = service.export_report(session, report_id, chosen.filters,
+                                               matrix_metric=chosen.matrix_metric)
         except NotFound as exc:
             raise CommandError(str(exc.detail)) from exc
     return write(args.output or Path(export.filename), export.html.encode("utf-8"))

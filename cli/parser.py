@@ -14,6 +14,7 @@ from pathlib import Path
 
 from app.case_fields import FILTERABLE
 from app.core.scopes import SCOPES
+from app.matrix_metrics import DEFAULT_METRIC, METRICS
 from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_POINTS
 
 
@@ -76,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
         export.add_argument(f"--{field.wire}", type=field.kind, action="append", default=[],
                             choices=field.choices or None,
                             help="case filter, as the API's (repeat to match any)")
+    export.add_argument("--matrix-metric", choices=tuple(METRICS), default=None,
+                        help="the configuration matrix's metric shown when the file opens "
+                             f"(default {DEFAULT_METRIC}; the file holds every metric's)")
     export.add_argument("-o", "--output", type=Path, metavar="FILE",
                         help="where to write (default: the export's own name, here)")
     export.add_argument("--url", help="fetch the export from this moescope server")

@@ -121,15 +121,16 @@ def rows_per_expert(case: Case, experts_total: int) -> int | None:
 
 
 def measured_ceiling_for(meta: Meta, case: Case) -> float | None:
-    """The grouped-GEMM ceiling the run measured at this case's precision and shape, in
-    TFLOP/s; None when the report has none there."""
+    """The grouped-GEMM ceiling the run measured at this case's precision, shape and
+    pipeline (padding and stages), in TFLOP/s; None when the report has none there."""
     ceilings = meta.measuredCeilings
     rows = rows_per_expert(case, meta.shape.E)
     if ceilings is None or rows is None:
         return None
     for c in ceilings.grouped:
         if (c.precision, c.experts, c.rowsPerExpert, c.D, c.F) == (
-                case.precision, meta.shape.E // case.ep, rows, meta.shape.D, case.F):
+                case.precision, meta.shape.E // case.ep, rows, meta.shape.D, case.F) \
+                and c.pipeline in (None, case.pipeline):
             return c.tf
     return None
 

@@ -40,14 +40,22 @@ class Shape(WireModel):
 
 class GroupedCeiling(WireModel):
     """The expert GEMMs alone (gate, up, down of ``experts`` SwiGLU experts, each with
-    ``rowsPerExpert`` rows) at a case's shape: the best the GEMMs reach there."""
+    ``rowsPerExpert`` rows) at a case's shape: the best the GEMMs reach there. With
+    ``pipeline``: as that pipeline runs them (``gemmExperts`` experts of
+    ``gemmRowsPerExpert`` rows, padded, in each of ``stages`` GEMMs a pass); without: any
+    pipeline's (an older runner's)."""
 
     precision: Name
     experts: PositiveCount
     rowsPerExpert: Count
     D: PositiveCount
     F: PositiveCount
-    tf: Annotated[float, Field(gt=0)]  # the slowest GPU's
+    pipeline: Name | None = None
+    gemmExperts: Count | None = None  # experts with rows in one of its GEMMs
+    gemmRowsPerExpert: Count | None = None
+    stages: PositiveCount | None = None
+    tf: Annotated[float, Field(gt=0)]  # the slowest GPU's: useful (unpadded) FLOPs / time
+    gemmTF: NonNegativeFloat | None = None  # the same with the padded rows counted
     tfPerGPU: list[NonNegativeFloat] = Field(default_factory=list)
     kernel: Name
     emulated: bool = False  # a quantized precision measured through its bf16 emulation
@@ -208,6 +216,10 @@ class Case(WireModel):
     iterationMS: dict[Name, IterationPercentiles] | None = None
     setupS: NonNegativeFloat | None = None  # wall seconds before the first timed window
     wallS: NonNegativeFloat | None = None  # wall seconds of the whole case
+    # A compiled layer (mega): seconds torch.compile spent in the case (part of setupS) and
+    # the graphs it compiled, 0 where the case reused its shape's compiled layer.
+    compileS: NonNegativeFloat | None = None
+    compiledGraphs: Annotated[int, Field(ge=0)] | None = None
 
 
 class Report(WireModel):

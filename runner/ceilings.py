@@ -6,9 +6,14 @@ the datasheet:
   the start-up probe ran the native scaled GEMM; an emulated precision is named in
   ``unmeasured`` with why);
 - grouped GEMM: the experts' three GEMMs (gate, up: rows x D x F; down: rows x F x D) of
-  each case's local experts at the busiest rank's rows per expert (rounded up), with the
-  kernel the case's experts use (``torch._grouped_mm`` or the loop; native quantized:
-  ``_scaled_mm`` per expert; emulated quantized: the bf16 GEMMs it emulates with);
+  each case's local experts at the busiest rank's rows, spread evenly, as the case's
+  pipeline runs them (staged: in its token stages; experts without rows are empty
+  groups; staged and mega: each expert's rows padded to 128), with the kernel the
+  case's experts use (``torch._grouped_mm`` or the loop; native quantized:
+  ``_scaled_mm`` per expert; emulated quantized: the bf16 GEMMs it emulates with).
+  ``tf`` is the case's useful FLOPs (unpadded rows) over the time of those GEMMs: the
+  most the case could reach if nothing but its GEMMs took time; ``gemmTF`` counts the
+  padded rows too (the kernel's own rate);
 - all-to-all of each EP group, as nccl-tests' alltoall_perf measures it: per message size
   (each rank's send buffer, S bytes, equal splits) algbw = S / time and busbw = algbw x
   (n - 1) / n, the bandwidth a link sees.
@@ -31,9 +36,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from runner.layer import GROUP_ROWS
 from runner.matrix import Matrix, Timing
 from runner.native import gemm, quantize_operand
 from runner.oom import free_memory
+from runner.pipelines import gemm_layout
 from runner.platform import Platform
 from runner.routing import build_plan
 from runner.spec import CaseSpec
@@ -48,13 +55,38 @@ A2A_BYTES = {"cuda": [2**20 * 4**k for k in range(5)], "cpu": [2**16, 2**20]}
 class GroupedShape:
     precision: str
     experts: int  # local experts of a rank
-    rows: int  # rows per expert: the busiest rank's, rounded up
+    rows: int  # rows per expert: the busiest rank's, rounded up (the ceiling's key)
     D: int
     F: int
+    pipeline: str
+    busiest: int  # rows the busiest rank receives
+    gemm_experts: int  # experts with rows in one grouped GEMM
+    gemm_rows: int  # rows per such expert, as the pipeline runs them (padded)
+    stages: int  # grouped GEMMs per layer pass
 
     @property
     def flops(self) -> int:
-        return 6 * self.experts * self.rows * self.D * self.F
+        """The useful FLOPs of the busiest rank's experts: its rows, unpadded."""
+        return 6 * self.busiest * self.D * self.F
+
+    @property
+    def gemm_flops(self) -> int:
+        """The FLOPs its GEMMs run, padding included."""
+        return 6 * self.gemm_experts * self.gemm_rows * self.stages * self.D * self.F
+
+
+def gemm_rows(busiest: int, experts: int, pipeline: str, tokens: int) -> tuple[int, int, int]:
+    """(experts with rows, rows per such expert, GEMMs per pass) of a rank receiving
+    ``busiest`` rows for ``experts`` experts, the rows spread evenly: over the pipeline's
+    token stages, then over as many experts as a stage has rows for (an expert without
+    rows is an empty group, no padding), each expert's padded to GROUP_ROWS where the
+    pipeline pads."""
+    padded, stages = gemm_layout(pipeline, tokens)
+    per_stage = -(-busiest // stages)
+    active = min(experts, per_stage)
+    per_expert = -(-per_stage // active)
+    return active, (-(-per_expert // GROUP_ROWS) * GROUP_ROWS if padded else per_expert), \
+        stages
 
 
 def grouped_shapes(matrix: Matrix, cases: list[CaseSpec]) -> list[GroupedShape]:
@@ -64,9 +96,12 @@ def grouped_shapes(matrix: Matrix, cases: list[CaseSpec]) -> list[GroupedShape]:
     for spec in cases:
         local = matrix.shape.E // spec.ep
         busiest = max(build_plan(matrix.shape, spec, matrix.seed).receive)
-        rows = -(-busiest // local)
-        if rows:
-            shapes[GroupedShape(spec.precision, local, rows, matrix.shape.D, spec.F)] = None
+        if busiest:
+            active, per_gemm, stages = gemm_rows(busiest, local, spec.pipeline,
+                                                 matrix.shape.T)
+            shapes[GroupedShape(spec.precision, local, -(-busiest // local), matrix.shape.D,
+                                spec.F, spec.pipeline, busiest, active, per_gemm,
+                                stages)] = None
     return list(shapes)
 
 
@@ -100,8 +135,11 @@ def grouped_kernel(shape: GroupedShape, plat: Platform) -> tuple[str, bool]:
     return kernel, shape.precision != "bf16"
 
 
-def grouped_tf(shape: GroupedShape, kernel: str, timing: Timing, device: torch.device) -> float:
-    el, rows, d, f = shape.experts, shape.rows, shape.D, shape.F
+def grouped_seconds(shape: GroupedShape, kernel: str, timing: Timing, device: torch.device
+                    ) -> float:
+    """One grouped GEMM set (gate, up, down) of ``shape.gemm_experts`` experts at
+    ``shape.gemm_rows`` rows each."""
+    el, rows, d, f = shape.gemm_experts, shape.gemm_rows, shape.D, shape.F
     x = _randn(el * rows, d, device=device)
     h = _randn(el * rows, f, device=device)
     if kernel == "torch._scaled_mm per expert":
@@ -133,7 +171,7 @@ def grouped_tf(shape: GroupedShape, kernel: str, timing: Timing, device: torch.d
                     xe @ w_up[e]
                     he @ w_down[e]
                 return None
-    return shape.flops / _seconds(run, timing, device) / 1e12
+    return _seconds(run, timing, device)
 
 
 def all_to_all(ep: int, group: Any, timing: Timing, device: torch.device,
@@ -184,27 +222,34 @@ def measure_gpu(plat: Platform, matrix: Matrix, cases: list[CaseSpec]) -> dict[s
                 f"no native {precision} GEMM ran here (start-up probe): the precision is "
                 f"emulated with bf16 GEMMs, so it has no ceiling of its own")
     grouped = []
-    measured: dict[tuple[str, int, int, int, int], float | None] = {}  # emulated: bf16's
+    # Seconds of one GEMM set per kernel and GEMM shape (emulated: bf16's)
+    measured: dict[tuple[str, int, int, int, int], float | None] = {}
     for shape in grouped_shapes(matrix, cases):
         kernel, emulated = grouped_kernel(shape, plat)
-        key = (kernel if not emulated else "bf16:" + kernel, shape.experts, shape.rows,
-               shape.D, shape.F)
+        key = (kernel if not emulated else "bf16:" + kernel, shape.gemm_experts,
+               shape.gemm_rows, shape.D, shape.F)
         if key not in measured:
             measured[key] = _tried(
-                partial(grouped_tf, shape, kernel, timing, plat.device),
-                f"grouped {shape.precision} E{shape.experts} rows {shape.rows} F{shape.F}",
-                unmeasured)
-        tf = measured[key]
+                partial(grouped_seconds, shape, kernel, timing, plat.device),
+                f"grouped {shape.precision} E{shape.gemm_experts} rows {shape.gemm_rows} "
+                f"F{shape.F}", unmeasured)
+        seconds = measured[key]
+        tf = shape.flops / (shape.stages * seconds) / 1e12 if seconds else None
         if tf is not None and tf > 0 and math.isfinite(tf):
             grouped.append({"precision": shape.precision, "experts": shape.experts,
                             "rowsPerExpert": shape.rows, "D": shape.D, "F": shape.F,
-                            "tf": tf, "kernel": kernel, "emulated": emulated})
+                            "pipeline": shape.pipeline, "gemmExperts": shape.gemm_experts,
+                            "gemmRowsPerExpert": shape.gemm_rows,
+                            "stages": shape.stages, "tf": tf,
+                            "gemmTF": tf * shape.gemm_flops / shape.flops,
+                            "kernel": kernel, "emulated": emulated})
     return {"dense": dense, "grouped": grouped, "unmeasured": unmeasured,
             "denseN": DENSE_N[kind]}
 
 
 def _grouped_key(entry: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(entry[k] for k in ("precision", "experts", "rowsPerExpert", "D", "F"))
+    return tuple(entry[k] for k in ("precision", "experts", "rowsPerExpert", "D", "F",
+                                    "pipeline"))
 
 
 def merge(per_gpu: list[dict[str, Any]], all_to_alls: list[dict[str, Any]]
@@ -232,7 +277,9 @@ def merge(per_gpu: list[dict[str, Any]], all_to_alls: list[dict[str, Any]]
         "denseTF": {p: min(v) for p, v in dense_per.items()},
         "denseTFPerGPU": dense_per,
         "denseN": per_gpu[0]["denseN"],
-        "grouped": [{**g, "tf": min(g["tfPerGPU"])} for g in grouped.values()],
+        "grouped": [{**g, "tf": min(g["tfPerGPU"]),
+                     "gemmTF": min(g["tfPerGPU"]) * g["gemmTF"] / g["tf"]}
+                    for g in grouped.values()],
         "allToAll": all_to_alls,
         "unmeasured": unmeasured,
     }
@@ -250,8 +297,12 @@ def ceiling_note(cuda: bool, ceilings: dict[str, Any] | None) -> str:
     return (f"measuredCeilings, measured before the cases on every GPU of the run ({how}) "
             f"with the layer's warm-up and windows, no L2 flush: dense {ceilings['denseN']}^3 "
             f"GEMM TFLOP/s ({dense}); the experts' GEMMs (gate, up, down) of each case's "
-            f"local experts at the busiest rank's rows per expert, with the case's kernel "
-            f"(an emulated precision: the bf16 GEMMs it emulates with); the slowest GPU's "
-            f"figure is the ceiling. percentOfMeasuredCeiling = usefulTFPerGPU over that "
-            f"grouped ceiling. All-to-all as nccl-tests measures it: algbw = each rank's "
+            f"local experts at the busiest rank's rows, spread evenly, as its pipeline runs "
+            f"them (staged: per token stage; experts without rows are empty groups; staged, "
+            f"mega: each expert's rows padded to 128: stages x gemmExperts x "
+            f"gemmRowsPerExpert), with the case's kernel (an emulated precision: "
+            f"the bf16 GEMMs it emulates with); tf = the useful (unpadded) FLOPs over their "
+            f"time, gemmTF with the padding counted; the slowest GPU's figure is the "
+            f"ceiling. percentOfMeasuredCeiling = usefulTFPerGPU over that grouped ceiling. "
+            f"All-to-all as nccl-tests measures it: algbw = each rank's "
             f"buffer / time, busbw = algbw x (n-1)/n, over sizes ({busbw}).{unmeasured}")

@@ -16,9 +16,10 @@ from typing import Any, TypeVar
 
 import torch
 
+from runner.compiles import COMPILES
 from runner.gpustate import Sampler
 from runner.graphs import Steps, inference_steps, relative_error, training_steps
-from runner.layer import EXPERT_KERNELS, Experts, make_experts, quantize_experts
+from runner.layer import EXPERT_KERNELS, Experts
 from runner.matrix import Timing
 from runner.memory import MemoryStats, memory_stats
 from runner.native import USAGE as NATIVE
@@ -31,6 +32,7 @@ from runner.report import RankOutcome
 from runner.routing import Plan
 from runner.spec import CaseSpec, Shape
 from runner.timing import L2Flush, Windows, time_windows
+from runner.weights import WEIGHTS, WeightKey
 
 # Relative error bound of the layer against its float32 reference (Frobenius norm over
 # all ranks; training: the worst of the output and every gradient). bf16 rounds inputs,
@@ -123,7 +125,12 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
     OOM.rank, OOM.case_id = rank, spec.id
     NATIVE.reset()
     EXPERT_KERNELS.reset()
+    COMPILES.start()
     phases = Phases(group, device)
+    el = shape.E // spec.ep
+    weight_key = WeightKey(shape.D, spec.F, rank * el, el, seed, torch.bfloat16, device)
+    native = bool(plat.native_scaled.get(spec.precision))
+    WEIGHTS.keep(weight_key, spec.precision, native)  # before the peaks are reset
     # Allocated before the peaks are reset, and taken out of them: the harness's buffer.
     flush = L2Flush(device) if device.type == "cuda" and timing.flushes(training) else None
     memory = memory or memory_stats(device)
@@ -140,15 +147,12 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
             yield
 
     def build() -> _Built:
-        el = shape.E // spec.ep
         ctx = BuildContext(plan, rank, shape.T, spec.precision, group, device, plat.grouped_mm,
-                           native_scaled=plat.native_scaled)
+                           native_scaled=plat.native_scaled, widths=(shape.D, spec.F))
         return _Built(ctx, REGISTRY[spec.pipeline].build(ctx),
-                      # weights quantized once, here, never in a timed step
-                      quantize_experts(
-                          make_experts(shape.D, spec.F, rank * el, el, seed, torch.bfloat16,
-                                       device),
-                          spec.precision, bool(plat.native_scaled.get(spec.precision))),
+                      # weights quantized once per shape and precision, never in a timed
+                      # step; the last case's if it had this shape (runner.weights)
+                      WEIGHTS.experts(weight_key, spec.precision, native),
                       _draw((shape.T, shape.D), seed * 31 + rank, device),
                       _draw((shape.T, shape.D), seed * 37 + rank + 1, device))
 
@@ -220,6 +224,8 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
         tx, rx = phases.run("nvlink", nvlink) or (None, None)
         del step_loop
     accepted = steps.accepted if steps else None
+    compiled_graphs, compile_s = COMPILES.read()
+    compiled = built is not None and built.ctx.compiled
     gpu_state, gpu_state_reason = sampler.state()
     notes = [*(built.ctx.notes if built else []), *([steps.note] if steps and steps.note else [])]
     del built, steps, measured  # the graphs and their memory pools
@@ -244,6 +250,8 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
         gpu_state=gpu_state, gpu_state_reason=gpu_state_reason,
         expert_kernel=expert_kernel, iterations=iterations or None,
         setup_s=first_window[0] - started if first_window else None,
+        compile_s=compile_s if compiled or compiled_graphs else None,
+        compiled_graphs=compiled_graphs if compiled or compiled_graphs else None,
         wall_s=time.perf_counter() - started,
     )
 

@@ -8,20 +8,22 @@ for one rank. A kernel library (DeepEP, TransformerEngine) would register anothe
   separate streams; on the CPU the same schedule runs one op after the other.
 - mega: the whole layer through ``torch.compile`` on CUDA, its collectives functional
   (traced into the graph), quantized dispatch and padded groups as staged, in one pass;
-  the OOM guard around the experts is its one graph break. On CUDA the layer is then
+  the OOM guard around the experts is its one graph break; compiled once per shape, the
+  routing entering as dynamic sizes (runner.compiles). On CUDA the layer is then
   replayed as one CUDA graph (runner.graphs). The CPU runs it eagerly (a cold inductor
   compile takes longer than the whole test run); tests/test_runner_mega.py compiles it.
 """
 
 from __future__ import annotations
 
-import sys
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import torch
 
+from runner.compiles import ShapeCache, compiled_or_eager, dynamic_rows, static, strict_recompiles
 from runner.layer import (
     DeviceRouting,
     ExpertFn,
@@ -39,12 +41,12 @@ from runner.layer import (
     recording,
     routed_pass,
 )
+from runner.native import Operand
 from runner.routing import Plan, rank_routing
 from runner.schedule import PHASES, Phase, handoff, pipeline_schedule, run_schedule
 from runner.spec import PIPELINES
 
 Forward = Callable[[torch.Tensor, Experts], torch.Tensor]
-F = TypeVar("F", bound=Callable[..., torch.Tensor])
 STAGES = 4
 
 
@@ -60,6 +62,8 @@ class BuildContext:
     dtype: torch.dtype = torch.bfloat16
     native_scaled: dict[str, bool] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what the build fell back on, for the case
+    widths: tuple[int, int] | None = None  # (D, F): with tokens, the layer's tensor shapes
+    compiled: bool = False  # the layer runs through torch.compile (mega on CUDA)
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,14 @@ def pass_config(ctx: BuildContext, pipeline: str) -> PassConfig:
                       wire_to_gemm=native and _runs_native(ctx))
 
 
+def gemm_layout(pipeline: str, tokens: int) -> tuple[bool, int]:
+    """How a pipeline runs its expert GEMMs: (each expert's rows padded to GROUP_ROWS,
+    in how many token stages), as pass_config and the builders below set them."""
+    if pipeline == "standard":
+        return False, 1
+    return True, min(STAGES, tokens) if pipeline == "staged" else 1
+
+
 def one_stage_routing(ctx: BuildContext, cfg: PassConfig) -> DeviceRouting:
     (routing,) = _routings(ctx, cfg, 1)
     return routing
@@ -158,68 +170,110 @@ def build_staged(ctx: BuildContext) -> Forward:
     return _staged(ctx, pass_config(ctx, "staged"), stages=min(STAGES, ctx.tokens))
 
 
-def compiled_or_eager(fn: F, notes: list[str]) -> F:
-    """``torch.compile(fn)``, falling back to ``fn`` if compiling fails, e.g. where Triton
-    is missing: the rank warns, ``notes`` (the case's) says so, and the case runs eagerly
-    instead of crashing the run. Compiling happens at the first call, in the build's
-    warm-up on every rank alike (same code, same shapes), so the ranks fall back together.
-    Running out of memory is not a compile failure: it goes on to the OOM handling. Nor is
-    a failure while a CUDA graph is captured: the capture is already broken, so it goes on
-    to runner.graphs, which times the (still compiled) layer eagerly and says why."""
-    compiled = torch.compile(fn, dynamic=False)
-    current: list[F] = [cast(F, compiled)]
-
-    def call(*args: Any) -> torch.Tensor:
-        try:
-            return current[0](*args)
-        except torch.OutOfMemoryError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any compiler failure
-            if current[0] is fn or _capturing():
-                raise
-            message = (f"mega: torch.compile failed ({type(exc).__name__}: "
-                       f"{str(exc)[:200]}); the layer ran eagerly")
-            print(f"warning: {message}", file=sys.stderr)
-            notes.append(message)
-            current[0] = fn
-            return fn(*args)
-
-    return cast(F, call)
-
-
-def _capturing() -> bool:
-    # torch.cuda.is_current_stream_capturing raises on a build without CUDA.
-    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+# Set to 1: mega is compiled on the CPU too (bench/setup_time.py --mega measures its
+# compile time there); otherwise the CPU runs it eagerly.
+COMPILE_ON_CPU = "MOESCOPE_COMPILE_ON_CPU"
 
 
 def build_mega(ctx: BuildContext) -> Forward:
-    return mega_forward(ctx, compile=ctx.device.type == "cuda")
+    return mega_forward(ctx, compile=ctx.device.type == "cuda"
+                        or os.environ.get(COMPILE_ON_CPU) == "1")
+
+
+def mega_layer(x: torch.Tensor, experts: Experts, r: DeviceRouting, cfg: PassConfig
+               ) -> torch.Tensor:
+    """The whole layer (quantized dispatch, 128-row groups, experts, combine) in one pass
+    through functional collectives, which torch.compile traces into its graph. The OOM
+    guard around the experts (``guarded_experts``) is the one graph break: one graph up
+    to it (dispatch, permutation), one after it (combine), and the experts behind it
+    compiled on their own. The break is called from this frame, not from inside
+    ``routed_pass``, because Dynamo splits every frame on the call stack of a break.
+    The routing ``r`` is an argument, not a closure, so one compiled layer serves every
+    routing of its shape (runner.compiles)."""
+    ordered = dispatch(x, r, cfg).index_select(0, r.order)
+    y = guarded_experts(ordered, r, experts, cfg)
+    out = torch.zeros_like(x)
+    combine(torch.empty_like(y).index_copy(0, r.order, y), r, cfg, out)
+    return out
+
+
+@dataclass
+class CompiledMega:
+    """One shape's compiled layer and experts. ``notes``: its fallbacks to eager so far,
+    which every case that runs it carries; ``case_notes``: the running case's notes."""
+
+    cfg: PassConfig
+    layer: Callable[[torch.Tensor, Experts, DeviceRouting, PassConfig], torch.Tensor]
+    case_notes: list[str]
+    notes: list[str] = field(default_factory=list)
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+        self.case_notes.append(message)
+
+
+MEGA: ShapeCache[CompiledMega] = ShapeCache()
+
+
+def mega_key(ctx: BuildContext) -> tuple[Any, ...]:
+    """What fixes the compiled layer's graph: everything but the routing."""
+    return (ctx.tokens, ctx.widths, ctx.plan.ep, ctx.plan.experts_per_rank, ctx.rank,
+            ctx.precision, ctx.grouped_mm, ctx.device, ctx.dtype, id(ctx.group))
+
+
+def _static_experts(experts: Experts) -> None:
+    q = experts.quantized
+    static(*experts.parameters(), *(q.emulated if q is not None else []))
+
+
+def _compile_mega(ctx: BuildContext) -> CompiledMega:
+    strict_recompiles()
+    fn = expert_fn(ctx, native=False)  # torch.compile of the emulated experts
+    holder: list[CompiledMega] = []
+
+    def note(message: str) -> None:
+        holder[0].note(message)
+
+    compiled_experts = compiled_or_eager(fn, note, dynamic=True)
+
+    def experts_call(rows: torch.Tensor, experts: Experts, counts: list[int],
+                     offs: torch.Tensor, precision: str, on_grid: bool = False,
+                     wire: Operand | None = None) -> torch.Tensor:
+        dynamic_rows(rows)
+        _static_experts(experts)
+        static(offs)
+        return compiled_experts(rows, experts, counts, offs, precision, on_grid, wire)
+
+    cfg = PassConfig(ctx.precision, ctx.precision != "bf16", True,
+                     recording(fn, experts_call), ctx.group, traceable=True)
+    holder.append(CompiledMega(cfg, compiled_or_eager(mega_layer, note, dynamic=True),
+                               ctx.notes))
+    return holder[0]
 
 
 def mega_forward(ctx: BuildContext, compile: bool) -> Forward:
-    """The whole layer (quantized dispatch, 128-row groups, experts, combine) in one pass
-    through functional collectives, which torch.compile traces into its graph;
-    ``compile``: compiled. The OOM guard around the experts (``guarded_experts``) is the
-    one graph break: one graph up to it (dispatch, permutation), one after it (combine),
-    and the experts behind it compiled on their own. The break is called from this
-    frame, not from inside ``routed_pass``, because Dynamo splits every frame on the
-    call stack of a break."""
-    fn = expert_fn(ctx, native=False)  # torch.compile of the emulated experts
-    if compile:
-        torch._dynamo.reset()  # each case compiles afresh (no recompile limit across cases)
-        fn = recording(fn, compiled_or_eager(fn, ctx.notes))
-    cfg = PassConfig(ctx.precision, ctx.precision != "bf16", True, fn, ctx.group,
-                     traceable=True)
-    (r,) = _routings(ctx, cfg, 1)
+    """``mega_layer`` with this case's routing; ``compile``: through the shape's compiled
+    layer (``MEGA``, made at the first case of the shape), eager otherwise."""
+    if not compile:
+        eager_cfg = PassConfig(ctx.precision, ctx.precision != "bf16", True,
+                               expert_fn(ctx, native=False), ctx.group, traceable=True)
+        r = one_stage_routing(ctx, eager_cfg)
+        return lambda x, experts: mega_layer(x, experts, r, eager_cfg)
+    ctx.compiled = True
+    mega = MEGA.get(mega_key(ctx), lambda: _compile_mega(ctx))
+    mega.case_notes = ctx.notes
+    ctx.notes.extend(mega.notes)  # the shape fell back to eager in an earlier case
+    cfg = mega.cfg
+    routing = one_stage_routing(ctx, cfg)
+    static(routing.token, routing.weight, routing.offs)
+    dynamic_rows(routing.order, routing.pad)
 
-    def layer(x: torch.Tensor, experts: Experts) -> torch.Tensor:
-        ordered = dispatch(x, r, cfg).index_select(0, r.order)
-        y = guarded_experts(ordered, r, experts, cfg)
-        out = torch.zeros_like(x)
-        combine(torch.empty_like(y).index_copy(0, r.order, y), r, cfg, out)
-        return out
+    def forward(x: torch.Tensor, experts: Experts) -> torch.Tensor:
+        static(x)
+        _static_experts(experts)
+        return mega.layer(x, experts, routing, cfg)
 
-    return compiled_or_eager(layer, ctx.notes) if compile else layer
+    return forward
 
 
 REGISTRY: dict[str, Pipeline] = {

@@ -84,6 +84,10 @@ class RankOutcome:
     iterations: dict[str, list[float]] | None = None
     setup_s: float | None = None  # case start to its first timed window, this rank
     wall_s: float | None = None  # the whole case on this rank
+    # torch.compile during the case (runner.compiles): seconds and graphs; None where the
+    # layer is not compiled
+    compile_s: float | None = None
+    compiled_graphs: int | None = None
 
 
 class Unmeasured(ValueError):
@@ -182,6 +186,10 @@ def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[RankOutcome],
         case["setupS"] = max(setup)
     if wall:
         case["wallS"] = max(wall)
+    compiles = [o for o in outcomes if o.compile_s is not None]
+    if compiles:
+        case["compileS"] = max(o.compile_s or 0.0 for o in compiles)
+        case["compiledGraphs"] = max(o.compiled_graphs or 0 for o in compiles)
     if first.oom_note and case["ooms"]:
         case["oomNote"] = (f"{first.oom_note}; that phase and the later ones were not "
                            f"measured (their fields are null)")
@@ -192,7 +200,12 @@ PERCENTILES = (50, 90, 99)
 TAILS = ("iterationMS: p50/p90/p99 of every timed iteration (windows x iterations of them, "
          "each the maximum over ranks; linear interpolation). setupS: wall seconds from a "
          "case's start to its first timed window (weights, quantization, routing, graph "
-         "capture and compilation, the first warm-up); wallS: the whole case, slowest rank.")
+         "capture and compilation, the first warm-up); wallS: the whole case, slowest rank. "
+         "A compiled layer (mega on CUDA) adds compileS, the seconds torch.compile spent "
+         "compiling during the case (dynamo's account, forward and backward graphs; part "
+         "of setupS when in the first warm-up), and compiledGraphs, the graphs it "
+         "compiled: 0 and 0 where the case reused the layer compiled for an earlier case "
+         "of its shape (the routing, i.e. the imbalance, is not part of the graph).")
 
 
 def iteration_percentiles(times: list[float]) -> dict[str, float]:

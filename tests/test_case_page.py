@@ -80,3 +80,6 @@ def test_sizes_and_phases_read_in_units() -> None:
     assert formatted("savedBytes", [2**30, 2**31]) == (
         "1.00 GiB to 2.00 GiB over 2 ranks (median 2.00 GiB)")
     assert formatted("backwardMS", None) == "n/a"
+    assert formatted("setupS", 1234.5) == "1,234.50 s"
+    assert formatted("compileS", 0.0) == "0.00 s" and formatted("compiledGraphs", 3) == "3"
+    assert formatted("ooms", 2) == "2"

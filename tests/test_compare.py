@@ -12,7 +12,13 @@ from compare_helpers import combine_slowed, series, slow_down
 from history_helpers import ingest, synthetic_series
 from sqlalchemy.orm import Session
 
-from app.services.comparison import compare_reports, default_pair, pair_verdict
+from app.figures import compare_charts, report_charts
+from app.services.comparison import (
+    compare_reports,
+    default_pair,
+    pair_verdict,
+    ratio_points,
+)
 from app.services.history import case_history
 from ingest.attribution import attribute
 from ingest.grouping import Flagged, group_flagged
@@ -168,3 +174,33 @@ def test_grouping_names_what_each_group_shares() -> None:
         "1 of 2 inference mxfp8 mega single_layer EP64 F3072 i1 cases: +30.0 % (regression)",
         "1 of 2 inference mxfp8 mega single_layer EP64 F3072 i1 cases: -9.0 % (improvement)",
     ]
+
+
+def test_the_ratio_chart_labels_configurations_as_the_report_page_does(
+    session: Session, reference: Body
+) -> None:
+    bodies = synthetic_series(reference, 2, seed=21)
+    ids = [ingest(session, b) for b in bodies]
+    result = compare_reports(session, ids[0], ids[1])
+    ratio = compare_charts.ratio_spec(ratio_points(result), 5.0, ids[0], ids[1])
+    report = report_charts.layer_time_spec(bodies[1]["cases"], bodies[1]["meta"])
+    # The same ticks ("EP8 F3072 i1", stacked), the same mode · category headings.
+    for key in ("tickvals", "ticktext"):
+        assert ratio["layout"]["xaxis"][key] == report["layout"]["xaxis"][key]
+    assert "EP8<br>F3072<br>i1" in ratio["layout"]["xaxis"]["ticktext"]
+
+    def headings(spec: dict[str, Any]) -> list[tuple[str, float]]:
+        return [(a["text"], a["x"]) for a in spec["layout"]["annotations"]
+                if a.get("yanchor") == "bottom" and a.get("xref") == "x"]
+
+    assert headings(ratio) == headings(report) and headings(ratio)
+    # Each case's bar at its place on the report page's axis.
+    placed = {case_id: x for t in report["data"] if t["type"] == "bar"
+              for case_id, x in zip((c[0] for c in t["customdata"]), t["x"], strict=True)}
+    bars = {case_id: x for t in ratio["data"]
+            for case_id, x in zip((c[0] for c in t["customdata"]), t["x"], strict=True)}
+    assert bars == placed and len(bars) == 63
+    # The noise band's label sits on its top edge: a log axis places annotations by log10.
+    [band] = [s for s in ratio["layout"]["shapes"] if s["type"] == "rect"]
+    [note] = [a for a in ratio["layout"]["annotations"] if "noise band" in a["text"]]
+    assert note["y"] == pytest.approx(math.log10(band["y1"]))

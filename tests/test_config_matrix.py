@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.case_fields import CaseFilter
 from app.export.service import export_report
+from app.matrix_metrics import METRICS
 from app.services import reports as report_service
 from app.services.matrix import build_matrix
 from ingest.validate import validate_report
@@ -135,3 +136,49 @@ def test_the_export_draws_the_same_matrix(session: Session, reference: Body) -> 
     links = [a.attrs["href"] for a in section.find_all("a")]
     assert "#case-training-ep32-mxfp8-staged-single_layer-F3072-i1" in links
     assert parse(document).by_id("case-training-ep32-mxfp8-staged-single_layer-F3072-i1")
+
+
+def _matrix_texts(section: Any, metric: str) -> list[list[str]]:
+    return table_rows(section.by_id(f"matrix-{metric}").find_all("table")[0])
+
+
+def test_the_export_holds_every_metrics_matrix_and_opens_on_the_chosen_one(
+    session: Session, reference: Body,
+) -> None:
+    result = report_service.ingest_report(session, reference, validate_report(reference))
+    session.commit()
+    document = parse(export_report(session, result.id, CaseFilter(mode=["training"]),
+                                   matrix_metric="layerMS").html)
+    section = document.by_id("export-matrix")
+    picks = section.find_all("input", type="radio")
+    assert [p.attrs["value"] for p in picks] == list(METRICS)
+    assert [p.attrs["value"] for p in picks if "checked" in p.attrs] == ["layerMS"]
+    by_cell = {(*_config(c), c["precision"], c["pipeline"]): c for c in reference["cases"]}
+    # EP32 F3072 i1 in training: bf16 standard, mxfp8 staged, mxfp8 mega, as the page shows
+    # them (3 decimals), the fastest starred.
+    first = _matrix_texts(section, "layerMS")[3]
+    times = [by_cell[("training", 32, "single_layer", 3072, 1.0, p, q)]["layerMS"]
+             for p, q in (("bf16", "standard"), ("mxfp8", "staged"), ("mxfp8", "mega"))]
+    fastest = times.index(min(times))
+    assert first == ["EP32 F3072 i1 single_layer",
+                     *[("\u2605 " if i == fastest else "") + f"{t:,.3f}"
+                       for i, t in enumerate(times)]]
+    # The limiter's matrix names a roof per cell and stars none.
+    limiters = _matrix_texts(section, "limiter")[3:]
+    assert {cell for row in limiters for cell in row[1:]} <= {"compute", "hbm", "nvlink",
+                                                              "latency"}
+    assert not section.by_id("matrix-limiter").find_all(class_="num matrix-best")
+
+
+def test_export_route_and_cli_take_the_matrix_metric(
+    client: TestClient, report_id: int, tmp_path: Any,
+) -> None:
+    url = f"{REPORTS}/{report_id}/export.html"
+    got = client.get(url, params={"matrixMetric": "percentOfPeak", "mode": "inference"})
+    assert got.status_code == 200, got.text
+    picked = [p.attrs["value"] for p in parse(got.text).find_all("input", type="radio")
+              if "checked" in p.attrs]
+    assert picked == ["percentOfPeak"]
+    bad = client.get(url, params={"matrixMetric": "speed"})
+    assert bad.status_code == 422
+    assert "matrixMetric" in bad.text and "layerMS" in bad.text

@@ -243,6 +243,15 @@ def test_cli_writes_the_export_from_the_database(
     assert [r[0] for r in rows] == [c["id"] for c in reference["cases"]
                                     if c["mode"] == "training" and c["F"] == 3072]
     assert "wrote" in capsys.readouterr().err
+    assert main(["export", str(report_id), "--database-url", database_url, "-o", str(out),
+                 "--matrix-metric", "limiter"]) == 0
+    picked = [p.attrs["value"] for p in parse(out.read_text("utf-8")).find_all("input")
+              if "checked" in p.attrs]
+    assert picked == ["limiter"]
+    capsys.readouterr()
+    assert main(["export", "--compare", "1", str(report_id), "--matrix-metric", "layerMS",
+                 "--database-url", database_url]) == 2
+    assert "--matrix-metric apply to one report's export" in capsys.readouterr().err
 
     assert main(["export", "12345", "--database-url", database_url, "-o", str(out)]) == 1
     assert "report 12345 does not exist" in capsys.readouterr().err
@@ -307,10 +316,12 @@ def test_cli_url_fetches_the_servers_export(
                                headers=headers, timeout=60).json()["id"]
         out = tmp_path / "via-url.html"
         assert main(["export", "latest", "--url", server.url, "--token", token, "-o", str(out),
-                     "--precision", "nvfp4"]) == 0
+                     "--precision", "nvfp4", "--matrix-metric", "percentOfPeak"]) == 0
         served = httpx.get(f"{server.url}/api/v1/reports/{report_id}/export.html",
-                           params={"precision": "nvfp4"}, timeout=60).text
+                           params={"precision": "nvfp4", "matrixMetric": "percentOfPeak"},
+                           timeout=60).text
         assert masked(out.read_text("utf-8")) == masked(served)
+        assert 'value="percentOfPeak" checked' in served
         rows = table_rows(parse(served).by_id("export-cases").find_all("table")[0])[1:]
         assert len(rows) == sum(1 for c in reference["cases"] if c["precision"] == "nvfp4")
 

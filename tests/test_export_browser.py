@@ -146,6 +146,40 @@ def test_reference_export_draws_every_chart_offline(browser: WebDriver,
     screenshot(browser, "reference")
 
 
+SHOWN_MATRICES = """
+return Array.from(document.querySelectorAll('#export-matrix .matrix-choice'))
+  .filter(d => d.getBoundingClientRect().height > 0).map(d => [d.id,
+    d.querySelectorAll('tr').length]);
+"""
+
+
+def test_the_matrix_metric_is_picked_in_the_file_offline(browser: WebDriver,
+                                                         exports: dict[str, Path]) -> None:
+    """One matrix shows at a time: TF/s when the file opens; a click on another metric's
+    label shows that one (no script, no server); printing keeps the one picked, without
+    the labels."""
+    open_offline(browser, exports["reference"])
+    # 2 header rows + 2 mode rows + 18 configurations.
+    assert browser.execute_script(SHOWN_MATRICES) == [["matrix-usefulTFPerGPU", 22]]
+    browser.find_element("css selector", "label[for='matrix-pick-layerMS']").click()
+    assert browser.execute_script(SHOWN_MATRICES) == [["matrix-layerMS", 22]]
+    first = browser.execute_script(
+        "return document.querySelector('#matrix-layerMS td.num').textContent")
+    reference = next(c for c in _REFERENCE["cases"]
+                     if c["id"] == "inference-ep8-bf16-standard-single_layer-F3072-i1")
+    assert first.lstrip("\u2605 ") == f"{reference['layerMS']:,.3f}"
+    screenshot(browser, "reference-matrix-layer-ms")
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "print"})
+    try:
+        assert browser.execute_script(SHOWN_MATRICES) == [["matrix-layerMS", 22]]
+        assert browser.execute_script(
+            "return Array.from(document.querySelectorAll('.matrix-tabs label'))"
+            ".filter(l => l.getBoundingClientRect().height > 0).length") == 0
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": ""})
+    assert console_errors(browser) == []
+
+
 def test_markup_in_a_report_is_text_and_runs_nothing(browser: WebDriver,
                                                      exports: dict[str, Path]) -> None:
     requests = open_offline(browser, exports["scripted"])

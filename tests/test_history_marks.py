@@ -17,7 +17,7 @@ from page_helpers import texts
 from sqlalchemy.orm import Session
 
 from app import figures
-from app.core.errors import NotFound
+from app.core.errors import Forbidden, NotFound, Unauthorized
 from app.main import create_app
 from app.services import history_view, marks
 from app.services.history import case_history, point_dict, report_regressions
@@ -301,3 +301,70 @@ def test_history_draws_each_phase(client: TestClient, session: Session, referenc
     view = history_view.history_view(session, [case], gpu, None, "combineMS")
     drawn = next(t for t in view.specs["combine"]["data"] if t.get("mode") == "lines+markers")
     assert drawn["y"] == [r["cases"][0]["phaseMS"]["combine"] for r in reports]
+
+
+def test_buckets_summarise_every_metric_the_page_can_draw(
+    client: TestClient, session: Session, reference: Body
+) -> None:
+    reports = synthetic_series(reference, 30, seed=14)
+    for i, report in enumerate(reports):
+        report["cases"][0]["phaseMS"] = {"dispatch": 0.3 + i / 100, "experts": 0.5 - i / 200,
+                                         "combine": 0.4 + (i % 7) / 50}
+    for r in reports:
+        ingest(session, r)
+    case = reference["cases"][0]["id"]
+    body = client.get("/api/v1/history", params={
+        "caseId": case, "gpu": reference["meta"]["gpu"], "points": 10}).json()
+    # 25 older reports in 5 buckets of 5: each phase's mean, min and max over its bucket.
+    assert [b["reports"] for b in body["buckets"]] == [5] * 5
+    for n, bucket in enumerate(body["buckets"]):
+        for phase in ("dispatch", "experts", "combine"):
+            values = [r["cases"][0]["phaseMS"][phase] for r in reports[5 * n:5 * n + 5]]
+            assert bucket[f"{phase}MS"] == pytest.approx(
+                {"mean": statistics.fmean(values), "min": min(values), "max": max(values)})
+    # Every metric the page offers has its older level.
+    assert set(history_view.METRICS) <= set(body["buckets"][0])
+    # The combine chart draws the older level: each bucket's mean over its dates.
+    spec = figures.history_specs(body["points"], body["buckets"], metric="combineMS")
+    mean = next(t for t in spec["combine"]["data"] if t.get("name", "").endswith("bucket mean"))
+    assert [y for y in mean["y"] if y is not None] == [
+        b["combineMS"]["mean"] for b in body["buckets"] for _ in (0, 1)]
+
+
+def test_the_page_marks_through_the_service_for_an_admin_only(
+    session: Session, reference: Body, settings_env: Callable[..., None],
+    token_for: Callable[[str], str],
+) -> None:
+    create_app()  # the page registers itself once the Dash app exists
+    page = importlib.import_module("app.dashboard.pages.history")
+    ids = [ingest(session, r) for r in synthetic_series(reference, 5, seed=15)]
+    reader, admin = token_for("read"), token_for("admin")
+    with pytest.raises(Unauthorized):
+        marks.change_mark(session, None, ids[3], "step", "upgrade")
+    with pytest.raises(Forbidden):
+        marks.change_mark(session, reader, ids[3], "step", "upgrade")
+    with pytest.raises(ValueError, match="^reason: say why"):
+        marks.change_mark(session, admin, ids[3], "step", "  ")
+    with pytest.raises(ValueError, match="^reason: at most 2000 characters, not 2001"):
+        marks.change_mark(session, admin, ids[3], "outlier", "x" * 2001)
+    with pytest.raises(NotFound):
+        marks.change_mark(session, admin, ids[-1] + 1, "step", "upgrade")
+    assert marks.change_mark(session, admin, ids[3], "step", " upgrade ") == (
+        f"report #{ids[3]} marked as a step")
+    session.commit()
+    [mark] = marks.report_marks(session, ids[3])
+    assert (mark.kind, mark.reason) == ("step", "upgrade")
+    assert mark.created_by.startswith("test-admin-")
+
+    args = {"caseIds": [reference["cases"][0]["id"]], "gpu": reference["meta"]["gpu"],
+            "series": None, "metric": "layerMS", "since": None, "until": None}
+    as_admin = " ".join(texts(page._body(args, admin)))
+    assert "Mark a report" in as_admin and "undo" in as_admin
+    as_reader = " ".join(texts(page._body(args, reader)))
+    assert "needs an admin token" in as_reader and "undo" not in as_reader
+    assert "upgrade — test-admin-" in as_reader  # everyone sees the mark
+
+    assert marks.change_mark(session, admin, ids[3], "step", None) == (
+        f"report #{ids[3]}: step mark removed")
+    session.commit()
+    assert marks.report_marks(session, ids[3]) == []

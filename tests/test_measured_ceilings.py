@@ -5,6 +5,7 @@ the datasheet's Hopper peaks (no MX formats), each against arithmetic written he
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -26,8 +27,11 @@ Body = dict[str, Any]
 def _gpu(bf16: float, grouped: float) -> dict[str, Any]:
     return {"dense": {"bf16": bf16}, "denseN": 256, "unmeasured": {"mxfp8": "emulated"},
             "grouped": [{"precision": "bf16", "experts": 2, "rowsPerExpert": 24, "D": 64,
-                         "F": 64, "tf": grouped, "kernel": "torch.matmul per expert",
-                         "emulated": False}]}
+                         "F": 64, "pipeline": "staged", "gemmExperts": 2,
+                         "gemmRowsPerExpert": 128, "stages": 4, "tf": grouped,
+                         # 47 useful rows in 4 GEMMs of 2 x 128
+                         "gemmTF": grouped * 2 * 128 * 4 / 47,
+                         "kernel": "torch.matmul per expert", "emulated": False}]}
 
 
 def test_merge_takes_the_slowest_gpu_and_keeps_each() -> None:
@@ -37,6 +41,8 @@ def test_merge_takes_the_slowest_gpu_and_keeps_each() -> None:
     assert merged["denseTF"] == {"bf16": 8.0}
     assert merged["denseTFPerGPU"] == {"bf16": [10.0, 8.0]}
     assert merged["grouped"][0]["tf"] == 4.0 and merged["grouped"][0]["tfPerGPU"] == [4.0, 5.0]
+    # The padded rate of the slowest GPU: 4 GEMMs of 2 x 128 rows for 47 useful ones.
+    assert merged["grouped"][0]["gemmTF"] == pytest.approx(4.0 * 2 * 128 * 4 / 47)
     assert merged["allToAll"] == a2a and merged["unmeasured"] == {"mxfp8": "emulated"}
 
 
@@ -50,23 +56,51 @@ def test_a_gpu_that_could_not_measure_a_shape_is_left_out_of_its_ceiling() -> No
                                     "grouped bf16 E2 rows 24 F64": "rank 1: OOM"}
 
 
-def test_grouped_shapes_use_the_busiest_ranks_rows_per_expert() -> None:
+def test_grouped_shapes_use_the_rows_each_pipeline_runs() -> None:
+    """The busiest rank's rows, as the pipeline runs its GEMMs: standard over its 2 local
+    experts as they are, mega padded to 128-row groups, staged split over its 4 token
+    stages (T = 32) with each stage's share padded; and a decode-like shape where a stage
+    has fewer rows than experts: the experts without rows are empty groups, not padded."""
     matrix = parse_matrix({
         "seed": 1, "shape": {"T": 32, "D": 64, "E": 4, "K": 2},
-        "case": [{"mode": "inference", "ep": 2, "precision": p, "pipeline": pipe,
+        "case": [{"mode": m, "ep": 2, "precision": p, "pipeline": pipe,
                   "F": 64, "imbalance": i, "category": "c"}
-                 for p, i, pipe in (("bf16", 1.0, "standard"), ("bf16", 1.5, "standard"),
-                                    ("mxfp8", 1.0, "standard"), ("bf16", 1.0, "staged"))]})
+                 for m, p, i, pipe in (("inference", "bf16", 1.0, "standard"),
+                                       ("inference", "bf16", 1.5, "standard"),
+                                       ("inference", "mxfp8", 1.0, "standard"),
+                                       ("inference", "bf16", 1.0, "staged"),
+                                       ("inference", "mxfp8", 1.5, "mega"),
+                                       ("training", "bf16", 1.0, "standard"))]})
     shapes = grouped_shapes(matrix, list(matrix.cases))
     want = []
     for spec in matrix.cases:
         busiest = max(build_plan(matrix.shape, spec, 1).receive)
-        rows = (busiest + 1) // 2  # 2 local experts, rounded up
-        shape = GroupedShape(spec.precision, 2, rows, 64, 64)
+        assert busiest >= 4 * 2  # every stage has rows for both experts
+        experts, gemm, stages = {
+            "standard": (2, math.ceil(busiest / 2), 1),
+            "mega": (2, 128 * math.ceil(busiest / 2 / 128), 1),
+            "staged": (2, 128 * math.ceil(math.ceil(busiest / 4) / 2 / 128), 4)}[
+                spec.pipeline]
+        shape = GroupedShape(spec.precision, 2, math.ceil(busiest / 2), 64, 64, spec.pipeline,
+                             busiest, experts, gemm, stages)
         if shape not in want:
             want.append(shape)
-    assert shapes == want and len(shapes) == 3  # the repeated bf16 case measured once
-    assert shapes[0].flops == 6 * 2 * shapes[0].rows * 64 * 64
+    assert shapes == want and len(shapes) == 5  # training's shape is inference's
+    staged = shapes[3]
+    assert (staged.gemm_rows, staged.stages) == (128, 4) and staged.busiest < 128
+    assert staged.flops == 6 * staged.busiest * 64 * 64
+    assert staged.gemm_flops == 6 * 2 * 128 * 4 * 64 * 64
+
+    # 16 tokens x top-1 over 32 experts on one rank: 4 rows a stage, so 4 experts of one
+    # row each (padded to 128) in each of 4 GEMMs; standard: 16 experts of one row.
+    decode = parse_matrix({
+        "seed": 1, "shape": {"T": 16, "D": 32, "E": 32, "K": 1},
+        "case": [{"mode": "inference", "ep": 1, "precision": "bf16", "pipeline": pipe,
+                  "F": 32, "imbalance": 1, "category": "c"} for pipe in ("standard", "staged")]})
+    standard, staged = grouped_shapes(decode, list(decode.cases))
+    assert (standard.gemm_experts, standard.gemm_rows, standard.stages) == (16, 1, 1)
+    assert (staged.gemm_experts, staged.gemm_rows, staged.stages) == (4, 128, 4)
+    assert standard.rows == staged.rows == 1 and standard.busiest == 16
 
 
 def _with_ceiling(reference: Body, tf: float) -> tuple[Body, Body]:
@@ -76,8 +110,13 @@ def _with_ceiling(reference: Body, tf: float) -> tuple[Body, Body]:
     rows = -(-max(case["receiveRows"]) // experts)
     meta["measuredCeilings"] = {
         "denseTF": {"bf16": 2 * tf}, "grouped": [
+            # another pipeline's GEMMs (padded): not this case's
             {"precision": case["precision"], "experts": experts, "rowsPerExpert": rows,
-             "D": meta["shape"]["D"], "F": case["F"], "tf": tf, "kernel": "k"},
+             "D": meta["shape"]["D"], "F": case["F"], "tf": tf / 3, "kernel": "k",
+             "pipeline": "other"},
+            {"precision": case["precision"], "experts": experts, "rowsPerExpert": rows,
+             "D": meta["shape"]["D"], "F": case["F"], "tf": tf, "kernel": "k",
+             "pipeline": case["pipeline"]},
             # another shape: not this case's
             {"precision": case["precision"], "experts": experts, "rowsPerExpert": rows + 1,
              "D": meta["shape"]["D"], "F": case["F"], "tf": tf / 2, "kernel": "k"}]}

@@ -101,3 +101,15 @@ def test_login_page_escapes_next() -> None:
 def test_gate_is_off_by_default(client: TestClient) -> None:
     assert client.get("/").status_code == 200
     assert json.loads(client.get("/healthz").text) == {"status": "ok"}
+
+
+def test_sign_in_works_with_the_gate_off(
+    client: TestClient, token_for: Callable[[str], str]
+) -> None:
+    """Reads are open, yet an admin signs in to get the history page's marks controls."""
+    form = client.get("/login?next=/history")
+    assert form.status_code == 200 and "Sign in with an admin token" in form.text
+    signed = client.post("/login", data={"token": token_for("admin"), "next": "/history"},
+                         follow_redirects=False)
+    assert signed.status_code == 303 and signed.headers["location"] == "/history"
+    assert signed.headers["set-cookie"].startswith(f"{COOKIE}=msc_")

@@ -4,18 +4,22 @@ nine nvfp4 mega cases 18 % slower, all of it in the combine phase."""
 
 from __future__ import annotations
 
+import importlib
 import statistics
 from pathlib import Path
 from typing import Any
 
 import pytest
 from api_helpers import REPORTS
-from compare_helpers import combine_slowed, series
+from compare_helpers import combine_slowed, series, slow_down
 from conftest import live_server
 from fastapi.testclient import TestClient
 from history_helpers import ingest
+from page_helpers import texts
 from sqlalchemy.orm import Session
 
+from app.main import create_app
+from app.services import history_view
 from cli.main import main
 from cli.regressions_markdown import md
 
@@ -112,3 +116,47 @@ def test_a_live_server_gives_the_same_markdown(
         assert main(["regressions", report, *shown, "--url", server.url]) == 1
         assert capsys.readouterr().out == from_database
         assert main(["regressions", report, "--fail-on", "none", "--url", server.url]) == 0
+
+
+def test_the_history_page_says_why_its_newest_point_moved(
+    client: TestClient, session: Session, reference: Body, settings_env: Any
+) -> None:
+    bodies, slowed = combine_slowed(reference)
+    ids = [ingest(session, b) for b in bodies]
+    case_id, gpu = slowed[0], reference["meta"]["gpu"]
+    earlier = [next(c for c in b["cases"] if c["id"] == case_id) for b in bodies[:-1]]
+    newest = next(c for c in bodies[-1]["cases"] if c["id"] == case_id)
+    base = statistics.median(c["phaseMS"]["combine"] for c in earlier)
+    combine = round((newest["phaseMS"]["combine"] - base) / base * 100)
+    assert combine >= 18  # the whole 18 % of the layer time is in a third of it
+
+    view = history_view.history_view(session, [case_id], gpu, None)
+    latest = view.latest
+    assert latest is not None and latest["reportId"] == ids[-1]
+    assert latest["status"] == "regression"
+    # The regressions endpoint's words for the same report and case.
+    endpoint = client.get(f"{REPORTS}/{ids[-1]}/regressions").json()
+    why = next(i for i in endpoint["items"] if i["caseId"] == case_id)["attribution"]["text"]
+    assert latest["why"] == why and why.startswith(f"combine +{combine} %")
+    assert all("why" not in p for p in view.points[:-1])  # unflagged: nothing to explain
+    # The flagged point's hover on the chart carries it too.
+    line = next(t for t in view.specs["layer-time"]["data"] if t.get("name") == "this case")
+    assert f"why: combine +{combine} %" in line["customdata"][-1]
+    create_app()  # the page registers itself once the Dash app exists
+    page = importlib.import_module("app.dashboard.pages.history")
+    shown = " ".join(texts(page.layout(caseId=case_id, gpu=gpu)))
+    assert f"why: {why}" in shown
+
+
+def test_the_history_page_names_a_clock_drop(session: Session, reference: Body) -> None:
+    bodies = series(reference)
+    case = bodies[-1]["cases"][3]
+    slow_down(case, 0.2 * case["layerMS"])  # slower, its phases as they were
+    case["gpuState"]["smClockMinMHz"] = 1410.0
+    ids = [ingest(session, b) for b in bodies]
+    view = history_view.history_view(session, [case["id"]], reference["meta"]["gpu"], None)
+    latest = view.latest
+    assert latest is not None and latest["reportId"] == ids[-1]
+    assert latest["status"] == "regression"
+    drop = round((1410 - 1965) / 1965 * 100)
+    assert latest["why"].endswith(f"; SM clock min 1965 -> 1410 MHz ({drop:+d} %)")

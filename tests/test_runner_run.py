@@ -359,14 +359,25 @@ def test_ceilings_were_measured_before_the_cases(run: Run) -> None:
     assert ceilings["denseTF"]["bf16"] == min(ceilings["denseTFPerGPU"]["bf16"])
     assert set(ceilings["unmeasured"]) == {"mxfp8", "nvfp4"}  # emulated on the CPU
     # Every case's grouped shape, by hand: its local experts, the busiest rank's rows per
-    # expert rounded up, and % of that ceiling derived at ingest.
+    # expert rounded up (standard: as they are; staged: over min(4, T) token stages, each
+    # stage's share padded to 128 rows; mega: padded), and % of that ceiling derived at
+    # ingest.
     report = validate_report(run.report)
     for raw, case in zip(run.report["cases"], report.cases, strict=True):
         experts = SHAPE.E // raw["ep"]
         rows = math.ceil(max(raw["receiveRows"]) / experts)
+        stages = min(4, SHAPE.T) if raw["pipeline"] == "staged" else 1
+        per_stage = math.ceil(max(raw["receiveRows"]) / stages)
+        active = min(experts, per_stage)
+        gemm = math.ceil(per_stage / active)
+        if raw["pipeline"] != "standard":
+            gemm = 128 * math.ceil(gemm / 128)
         (entry,) = [g for g in ceilings["grouped"]
-                    if (g["precision"], g["experts"], g["rowsPerExpert"], g["F"])
-                    == (raw["precision"], experts, rows, raw["F"])]
+                    if (g["precision"], g["experts"], g["rowsPerExpert"], g["F"],
+                        g["pipeline"]) == (raw["precision"], experts, rows, raw["F"],
+                                           raw["pipeline"])]
+        assert (entry["gemmExperts"], entry["gemmRowsPerExpert"], entry["stages"]) == (
+            active, gemm, stages)
         assert entry["emulated"] is (raw["precision"] != "bf16")
         assert entry["tf"] == min(entry["tfPerGPU"])
         assert derive(report.meta, case).percentOfMeasuredCeiling == pytest.approx(

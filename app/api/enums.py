@@ -8,6 +8,7 @@ from functools import cache
 from typing import get_args
 
 from app.case_fields import SORTABLE, CaseField
+from app.matrix_metrics import DEFAULT_METRIC, METRICS
 from ingest.regressions import Status
 
 
@@ -27,6 +28,10 @@ class SortOrder(StrEnum):
 # Report order, or any sortable case field (case_fields: a field made sortable is one).
 CaseSort = StrEnum(  # type: ignore[misc]
     "CaseSort", {name: name for name in ("position", *(f.wire for f in SORTABLE))})
+# The metric a configuration-matrix cell shows (the matrix and the export's matrix).
+MatrixMetricName = StrEnum(  # type: ignore[misc]
+    "MatrixMetricName", {name: name for name in METRICS})
+DEFAULT_MATRIX_METRIC = MatrixMetricName(DEFAULT_METRIC)
 # A case's verdict against its history (ingest.regressions); RegressionKind: those flagged.
 Verdict = StrEnum("Verdict", {s: s for s in get_args(Status)})  # type: ignore[misc]
 

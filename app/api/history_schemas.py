@@ -19,7 +19,7 @@ from app.services.history import (
     mark_dict,
     point_dict,
 )
-from app.services.marks import Mark
+from app.services.marks import REASON_MAX_CHARS, Mark
 from ingest.attribution import Attribution
 from ingest.grouping import Group
 from ingest.regressions import Status
@@ -143,7 +143,7 @@ class HistoryPointOut(Out):
     percentOfPeak: float | None
     nvlinkTXGBps: float | None
     nvlinkRXGBps: float | None
-    # phaseMS (null where the runner timed no phases); not summarised in buckets.
+    # phaseMS (null where the runner timed no phases).
     dispatchMS: float | None
     expertsMS: float | None
     combineMS: float | None
@@ -174,12 +174,15 @@ class BucketOut(Out):
     percentOfPeak: Summary | None
     nvlinkTXGBps: Summary | None
     nvlinkRXGBps: Summary | None
+    dispatchMS: Summary | None
+    expertsMS: Summary | None
+    combineMS: Summary | None
 
 
 class MarkIn(Out):
     # no_nul: Postgres refuses NUL in text (a 500, not the 422 it is).
     reason: Annotated[str, AfterValidator(no_nul)] = Field(
-        min_length=1, max_length=2000, description="why, for the history")
+        min_length=1, max_length=REASON_MAX_CHARS, description="why, for the history")
 
 
 class MarkOut(Out):

@@ -3,7 +3,8 @@
 The API's routes check their tokens in their dependencies; this gate covers the dashboard
 with the same check (services/auth). A browser cannot send a bearer header, so ``/login``
 takes a read token once and keeps it in an HttpOnly cookie; a bearer header works as well
-(scripts).
+(scripts). ``/login`` and ``/logout`` are served with the gate off too: there the cookie
+only says who is signed in, so an admin's token lets the history page mark reports.
 """
 
 from __future__ import annotations
@@ -55,16 +56,20 @@ def _safe_next(target: str) -> str:
     return target if target.startswith("/") and not target.startswith("//") else "/"
 
 
-def login_page(next_path: str, error: str | None = None) -> str:
+def login_page(next_path: str, error: str | None = None, required: bool = True) -> str:
     message = f'<p class="error">{html.escape(error)}</p>' if error else ""
+    why = ("This server requires a token with read scope (<code>moescope token create NAME\n"
+           "--scope read</code>)." if required else
+           "Reading needs no token here. Sign in with an admin token (<code>moescope token "
+           "create NAME --scope admin</code>) to mark reports as steps or outliers on the "
+           "history page.")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>moescope: sign in</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;color:#1d2330}}
 input{{width:100%;padding:.5rem;margin:.5rem 0;box-sizing:border-box}}
 .error{{color:#b42318}}</style>
 </head><body><h1>moescope</h1>
-<p>This server requires a token with read scope (<code>moescope token create NAME
---scope read</code>).</p>{message}
+<p>{why}</p>{message}
 <form method="post" action="/login">
 <input type="hidden" name="next" value="{html.escape(next_path, quote=True)}">
 <label>Token <input type="password" name="token" autocomplete="off" required></label>
@@ -77,9 +82,10 @@ class ReadGate:
         self.enabled = enabled
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not self.enabled or scope["type"] != "http":
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        # Sign-in works with the gate off too: an admin signs in to mark reports.
         path: str = scope["path"]
         if path == "/login":
             await self._login(scope, receive, send)
@@ -88,7 +94,7 @@ class ReadGate:
             await self._respond(send, 303, b"", location="/login",
                                 cookie=f"{COOKIE}=; Max-Age=0; Path=/; HttpOnly; SameSite=Strict")
             return
-        if path.startswith(_OPEN_PREFIXES):
+        if not self.enabled or path.startswith(_OPEN_PREFIXES):
             await self.app(scope, receive, send)
             return
         try:
@@ -113,14 +119,15 @@ class ReadGate:
     async def _login(self, scope: Scope, receive: Receive, send: Send) -> None:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         if scope["method"] != "POST":
-            page = login_page(_safe_next(query.get("next", ["/"])[0]))
+            page = login_page(_safe_next(query.get("next", ["/"])[0]), required=self.enabled)
             await self._respond(send, 200, page.encode(), content_type="text/html; charset=utf-8")
             return
         form = parse_qs((await _read_body(receive, _MAX_FORM_BYTES)).decode("utf-8", "replace"))
         next_path = _safe_next(form.get("next", ["/"])[0])
         token = form.get("token", [""])[0].strip()
         if not await _may_read(token):
-            page = login_page(next_path, "That token is unknown, revoked or lacks read scope.")
+            page = login_page(next_path, "That token is unknown, revoked or lacks read scope.",
+                              required=self.enabled)
             await self._respond(send, 401, page.encode(), content_type="text/html; charset=utf-8")
             return
         cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"

@@ -10,7 +10,8 @@ from typing import Any
 from dash import dcc, html
 
 from app.dashboard import links
-from app.services.matrix import DEFAULT_METRIC, METRICS, Matrix, MatrixCell
+from app.matrix_metrics import DEFAULT_METRIC, METRICS
+from app.services.matrix import Matrix, MatrixCell
 
 METRIC_OPTIONS = [{"label": m.label, "value": m.wire} for m in METRICS.values()]
 

@@ -10,6 +10,7 @@ from app.case_fields import TABLED, CaseDict, CaseFilter
 from app.export.document import export_spec, render
 from app.export.footer import Footer
 from app.export.summary import summary_rows
+from app.matrix_metrics import DEFAULT_METRIC, METRICS, metric_for
 from app.services.case_table import table_row
 from app.services.case_text import display_value
 from app.services.history import CaseVerdict, ReportVerdicts
@@ -69,19 +70,22 @@ def against_history(view: ReportView, verdicts: ReportVerdicts) -> AgainstHistor
     return AgainstHistory(judged, flagged, verdicts.settings, [g.text() for g in groups])
 
 
-def report_html(view: ReportView, footer: Footer, verdicts: ReportVerdicts | None = None
-                ) -> str:
+def report_html(view: ReportView, footer: Footer, verdicts: ReportVerdicts | None = None,
+                matrix_metric: str = DEFAULT_METRIC) -> str:
+    """``matrix_metric``: the matrix shown first; the file holds one per metric and a
+    control to pick another, as the page's (the export is offline: no server to ask)."""
     header = view.header
+    chosen = metric_for(matrix_metric).wire
     # A chart with nothing to show is left out, one line saying why (as on the page).
     charts = {chart_id(p.key): export_spec(p.figure) for p in view.panels if not p.absent}
-    matrix = build_matrix(view.cases)
+    matrices = [build_matrix(view.cases, metric) for metric in METRICS]
     return render(
         "report.html.j2", charts,
         title=f"moescope report {header.id}: {header.gpu} {header.date}",
         header=header, view=view, filters=filters_text(view.filters),
         notes=report_notes(view.meta), caveats=view.caveats,
         summary=summary_rows(view.cases), panels=view.panels, chart_id=chart_id,
-        matrix=matrix, meanings=CAVEAT_MEANINGS,
+        matrices=matrices, matrix_metric=chosen, meanings=CAVEAT_MEANINGS,
         columns=[(f.wire, f.label) for f in TABLED],
         rows=[(_cells(case), [c["code"] for c in case.get("caveats", [])])
               for case in view.cases],

@@ -11,6 +11,7 @@ from app.case_fields import CaseFilter
 from app.export.compare import compare_html
 from app.export.footer import make_footer
 from app.export.report import report_html
+from app.matrix_metrics import DEFAULT_METRIC
 from app.services.comparison import compare_reports
 from app.services.history import report_regressions
 from app.services.report_json import report_json_bytes
@@ -24,12 +25,15 @@ class Export:
 
 
 def export_report(session: Session, report_id: int, filters: CaseFilter, *,
-                  reports: ReportCache | None = None, now: datetime | None = None) -> Export:
-    """``reports``: the app's cache; a one-off export (the CLI's) reads without one."""
+                  reports: ReportCache | None = None, now: datetime | None = None,
+                  matrix_metric: str = DEFAULT_METRIC) -> Export:
+    """``reports``: the app's cache; a one-off export (the CLI's) reads without one.
+    ``matrix_metric``: the configuration matrix's metric shown when the file opens."""
     view = report_view(reports or ReportCache(), session, report_id, filters)
     footer = make_footer([(report_id, report_json_bytes(session, report_id))], now)
     history = report_regressions(session, report_id)
-    return Export(f"moescope-report-{report_id}.html", report_html(view, footer, history))
+    return Export(f"moescope-report-{report_id}.html",
+                  report_html(view, footer, history, matrix_metric))
 
 
 def export_compare(session: Session, base_id: int, head_id: int, *,

@@ -1,9 +1,11 @@
 """The compare page's chart: head / base layer time per configuration, on a log scale.
 
-Configurations are grouped as the report page groups them: x is (mode · category, "EP8
-F3072 i1"), and each precision x pipeline is one bar beside the others. A bar starts at
-1 (no change) and ends at the ratio, so a slower head rises and a faster one falls. The
-shaded band is the noise a change must pass to be news: the median over the cases of
+Configurations are placed, labelled and grouped as the report page's per-case charts place
+them (``configuration.placement`` and ``layout.case_frame``: a tick "EP8 F3072 i1" per
+configuration under its mode · category heading, each precision x pipeline one bar beside
+the others), so a configuration reads the same on both pages. A bar starts at 1 (no
+change) and ends at the ratio, so a slower head rises and a faster one falls. The shaded
+band is the noise a change must pass to be news: the median over the cases of
 max(threshold, the case's noise); each case's own noise and verdict are in its hover.
 """
 
@@ -14,18 +16,11 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.figures.layout import chart_layout, figure, titled
+from app.figures.configuration import placement
+from app.figures.layout import case_frame, chart_layout, figure, titled
 from app.figures.style import Spec, Trace, bar_marker, grouped, series_name, text
 
 Point = Mapping[str, Any]  # comparison.ratio_points: dimensions, ratio, status, noise, verdict
-
-
-def configuration(point: Point) -> str:
-    return f"EP{point['ep']} F{point['F']} i{float(point['imbalance']):g}"
-
-
-def _outer(point: Point) -> str:
-    return f"{point['mode']} · {point['category']}"
 
 
 def noise_band(points: Sequence[Point], threshold_percent: float) -> float | None:
@@ -36,14 +31,13 @@ def noise_band(points: Sequence[Point], threshold_percent: float) -> float | Non
 
 def ratio_spec(points: Sequence[Point], threshold_percent: float,
                base_id: int, head_id: int) -> Spec:
-    # Sorted before grouping: plotly orders a multicategory axis as the points first come.
-    ordered = sorted(points, key=lambda p: (_outer(p), p["ep"], p["F"], float(p["imbalance"])))
+    place = placement(points)
     data: list[Trace] = []
-    for key, group in grouped(ordered).items():
+    for key, group in grouped(points).items():
         flagged = [p["status"] in ("regression", "improvement") for p in group]
         data.append({
             "type": "bar", "name": series_name(key), "legendgroup": series_name(key),
-            "x": [[_outer(p) for p in group], [configuration(p) for p in group]],
+            "x": [place.x[str(p["id"])] for p in group], "width": place.width * 0.92,
             "base": 1, "y": [p["ratio"] - 1 for p in group],
             "marker": {**bar_marker(key),
                        "line": {"width": [2.5 if f else 0 for f in flagged],
@@ -60,7 +54,9 @@ def ratio_spec(points: Sequence[Point], threshold_percent: float,
         shapes.append({"type": "rect", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y",
                        "y0": low, "y1": high, "fillcolor": "#9ca3af", "opacity": 0.25,
                        "line": {"width": 0}, "layer": "below"})
-        notes.append({"xref": "x domain", "x": 1, "yref": "y", "y": high, "showarrow": False,
+        # An annotation on a log axis is placed by the log of its value (a shape is not).
+        notes.append({"xref": "x domain", "x": 1, "yref": "y", "y": math.log10(high),
+                      "showarrow": False,
                       "xanchor": "right", "yanchor": "bottom", "font": {"color": "#444444"},
                       "text": f"noise band ±{band:.1f} % (median over cases)"})
     shapes.append({"type": "line", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y",
@@ -70,9 +66,7 @@ def ratio_spec(points: Sequence[Point], threshold_percent: float,
     layout = chart_layout(
         f"Layer time, report {head_id} / report {base_id} (above 1: slower; outlined: "
         "flagged)", "head / base layer time (log)", height=460,
-        barmode="group", shapes=shapes, annotations=notes,
-        xaxis={"title": titled("configuration (mode · category, EP F imbalance)"),
-               "tickangle": -40, "automargin": True},
+        barmode="overlay", **case_frame(points, shapes=shapes, annotations=notes),
         yaxis={"title": titled("head / base layer time (log)"), "type": "log",
                "range": [-math.log10(span), math.log10(span)], "rangemode": "normal"})
     return figure(data, layout, empty="no case is in both reports")

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.figures.layout import chart_layout, figure, titled
-from app.figures.style import PALETTE, Spec, Trace
+from app.figures.style import PALETTE, Spec, Trace, text
 from ingest.regressions import MIN_POINTS
 
 Point = dict[str, Any]
@@ -51,8 +51,10 @@ def verdict_text(point: Point) -> str:
 
 
 def _hover(point: Point) -> str:
+    why = f"<br>why: {text(point['why'])}" if point.get("why") else ""
     marks = "".join(f"<br>marked: {m}" for m in point.get("marks", []))
-    return f"report #{int(point['reportId'])} · {point['date']}<br>{verdict_text(point)}{marks}"
+    return (f"report #{int(point['reportId'])} · {point['date']}<br>{verdict_text(point)}"
+            f"{why}{marks}")
 
 
 def _x_axis() -> dict[str, Any]:
@@ -122,11 +124,13 @@ def _vertical(date: str, label: str, colour: str, dash: str, name: str,
     before it from the top, a provenance change's after it from the bottom, so both stay
     legible on one report."""
     line = {"type": "line", "name": name, "xref": "x", "yref": "paper", "x0": date, "x1": date,
-            "y0": 0, "y1": 1, "line": {"color": colour, "width": 1.5, "dash": dash}}
+            "y0": 0, "y1": 1, "line": {"color": colour, "width": 1.5, "dash": dash},
+            "layer": "below"}  # the marked report's own point is drawn over its line
     note = {"x": date, "xref": "x", "yref": "paper", "y": 0.98 if top else 0.02,
             "yanchor": "top" if top else "bottom", "text": label, "showarrow": False,
             "textangle": -90, "xanchor": "right" if top else "left",
-            "font": {"size": 11, "color": colour},
+            # Clear of the line, so the marked report's point beside it stays visible.
+            "xshift": -5 if top else 5, "font": {"size": 11, "color": colour},
             "bgcolor": "rgba(255,255,255,0.85)"}
     return line, note
 

@@ -69,7 +69,8 @@ def baseline_of(session: Session, position: SeriesPosition) -> Baseline:
                     [rid for kind, *_, rid in rows if kind == "outlier"])
 
 
-def _earlier(position: SeriesPosition, baseline: Baseline) -> list[ColumnElement[bool]]:
+def earlier_in_baseline(position: SeriesPosition,
+                        baseline: Baseline) -> list[ColumnElement[bool]]:
     """The reports of the position's series that come before it in history order and may
     be in its baseline."""
     where = [ReportRow.series == position.series,
@@ -89,7 +90,7 @@ def points_in_recent_reports(
     its baseline, oldest first. Reads at most ``reports`` x the report's cases rows however
     long the history: when a matrix runs whole every time, these are each case's last
     ``reports`` points."""
-    recent = (select(ReportRow.id).where(*_earlier(position, baseline))
+    recent = (select(ReportRow.id).where(*earlier_in_baseline(position, baseline))
               .order_by(*[column.desc() for column in HISTORY_ORDER]).limit(reports)
               .scalar_subquery())
     rows = session.execute(
@@ -106,7 +107,7 @@ def cases_with_history(
 ) -> list[str]:
     """Those of ``case_ids`` measured in at least one report of the baseline. Through the
     case-id index: a case new to its series costs one index probe, not a scan of it."""
-    earlier = (select(ReportRow.id).where(*_earlier(position, baseline),
+    earlier = (select(ReportRow.id).where(*earlier_in_baseline(position, baseline),
                                           ReportRow.id == CaseRow.report_id))
     return list(session.execute(
         select(CaseRow.case_id).where(CaseRow.case_id.in_(list(case_ids)), exists(earlier))
@@ -127,7 +128,7 @@ def earlier_points(
         select(CaseRow.case_id, CaseRow.layer_ms, CaseRow.window_spread_percent,
                rank.label("rank"))
         .join(ReportRow, ReportRow.id == CaseRow.report_id)
-        .where(*_earlier(position, baseline), CaseRow.case_id.in_(list(case_ids)))
+        .where(*earlier_in_baseline(position, baseline), CaseRow.case_id.in_(list(case_ids)))
         .subquery()
     )
     rows = session.execute(
@@ -206,11 +207,14 @@ def newest_points(session: Session, series: str, case_id: str, count: int,
     return [HistoryPoint(*tuple(row)) for row in reversed(rows)]
 
 
-# The metrics a bucket summarises: wire name -> column.
+# The metrics a bucket summarises, every one a history can draw: wire name -> column.
 BUCKET_METRICS = {"layerMS": CaseRow.layer_ms, "usefulTFPerGPU": CaseRow.useful_tf_per_gpu,
                   "percentOfPeak": CaseRow.percent_of_peak,
                   "nvlinkTXGBps": CaseRow.nvlink_tx_gbps,
-                  "nvlinkRXGBps": CaseRow.nvlink_rx_gbps}
+                  "nvlinkRXGBps": CaseRow.nvlink_rx_gbps,
+                  "dispatchMS": CaseRow.phase_dispatch_ms,
+                  "expertsMS": CaseRow.phase_experts_ms,
+                  "combineMS": CaseRow.phase_combine_ms}
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,12 @@ from app.case_fields import FIELDS
 from app.models import CaseRow, ReportRow
 from app.repository import cases as cases_repo
 from app.repository.cases import column
-from app.repository.history import HISTORY_ORDER, report_position
+from app.repository.history import (
+    HISTORY_ORDER,
+    baseline_of,
+    earlier_in_baseline,
+    report_position,
+)
 
 
 def previous_report(session: Session, report_id: int) -> int | None:
@@ -48,14 +53,13 @@ def previous_reports(session: Session, report_ids: Collection[int]) -> dict[int,
 def earlier_payloads(session: Session, report_id: int, case_ids: Collection[str],
                      reports: int) -> dict[str, list[dict[str, Any]]]:
     """For each of ``case_ids``, the case as posted in the last ``reports`` earlier reports
-    of the report's series, oldest first."""
+    of the report's baseline (after the last step marked at or before it, no outlier: the
+    reports its verdict's median is taken over), oldest first."""
     if not case_ids:
         return {}
     position = report_position(session, report_id)
-    recent = (select(ReportRow.id)
-              .where(ReportRow.series == position.series,
-                     tuple_(*HISTORY_ORDER)
-                     < tuple_(position.date, position.created_at, position.report_id))
+    baseline = baseline_of(session, position)
+    recent = (select(ReportRow.id).where(*earlier_in_baseline(position, baseline))
               .order_by(*[column.desc() for column in HISTORY_ORDER]).limit(reports)
               .scalar_subquery())
     # Cases are stored once, in their report's body: decode each recent report's body once.

@@ -33,3 +33,12 @@ def authorise(session: Session, token: str | None, needed: str) -> TokenRow:
     if not tokens.scope_allows(row.scope, needed):
         raise Forbidden(f"this token has scope {row.scope!r}; {needed!r} is required")
     return row
+
+
+def admin_name(session: Session, token: str | None) -> str | None:
+    """The token's name when it is active and grants admin, else None: whether the
+    dashboard offers a signed-in person the controls that mark reports."""
+    try:
+        return authorise(session, token, "admin").name
+    except (Unauthorized, Forbidden):
+        return None

@@ -74,6 +74,8 @@ def formatted(key: str, value: Any) -> str:
         return display_value(value)
     if key.endswith("MS"):
         return _ms(value)
+    if key.endswith("S") and key[-2:-1].islower():  # setupS, wallS, compileS: seconds
+        return f"{value:,.2f} s"
     if "Bytes" in key and not key.startswith("forwardFlops"):
         return size_text(value)
     if key.endswith("GiB"):

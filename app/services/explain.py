@@ -48,14 +48,40 @@ def baseline_case(earlier: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"phaseMS": median_phases(earlier), "gpuState": baseline_gpu_state(earlier)}
 
 
+def _attribute(session: Session, report_id: int, case_ids: Sequence[str], window: int,
+               cases: Mapping[str, Mapping[str, Any]] | None = None
+               ) -> dict[str, Attribution]:
+    """Why each of these cases of the report (``cases``: them as posted, when the caller
+    has them) moved against the same case in the ``window`` reports before it."""
+    earlier = pairs_repo.earlier_payloads(session, report_id, case_ids, window)
+    newest = cases if cases is not None else pairs_repo.case_payloads(session, report_id,
+                                                                      case_ids)
+    return {case_id: attribute(baseline_case(earlier.get(case_id, [])), newest[case_id])
+            for case_id in case_ids if case_id in newest}
+
+
 def attributions(session: Session, result: ReportVerdicts) -> dict[str, Attribution]:
     """Why each flagged case of the report moved, against its baseline."""
-    ids = [item.case_id for item in result.flagged]
-    earlier = pairs_repo.earlier_payloads(session, result.report_id, ids,
-                                          result.settings.window)
-    newest = pairs_repo.case_payloads(session, result.report_id, ids)
-    return {case_id: attribute(baseline_case(earlier.get(case_id, [])), newest[case_id])
-            for case_id in ids}
+    return _attribute(session, result.report_id, [item.case_id for item in result.flagged],
+                      result.settings.window)
+
+
+# A history page attributes at most this many of its flagged points (the newest): each
+# reads its baseline's reports, and a noisy series can flag dozens.
+MAX_ATTRIBUTED_POINTS = 12
+
+
+def history_attributions(session: Session, case_id: str, report_ids: Sequence[int],
+                         window: int) -> dict[int, Attribution]:
+    """Why one case moved at each of these reports of its series (a history's flagged
+    points; the newest MAX_ATTRIBUTED_POINTS of them), in the words the regressions
+    endpoint, compare and the CLI use for the same report."""
+    found = {}
+    for report_id in list(report_ids)[-MAX_ATTRIBUTED_POINTS:]:
+        why = _attribute(session, report_id, [case_id], window).get(case_id)
+        if why is not None:
+            found[report_id] = why
+    return found
 
 
 def explain(session: Session, result: ReportVerdicts) -> Explanation:
@@ -88,8 +114,7 @@ def case_against_history(session: Session, report_id: int, case: Mapping[str, An
         return None
     attribution = None
     if item.verdict.flagged:
-        earlier = pairs_repo.earlier_payloads(session, report_id, [item.case_id],
-                                              result.settings.window)
-        attribution = attribute(baseline_case(earlier.get(item.case_id, [])), case)
+        attribution = _attribute(session, report_id, [item.case_id], result.settings.window,
+                                 {item.case_id: case})[item.case_id]
     return CaseAgainstHistory(item.verdict, history_path(item.case_id, result.gpu,
                                                          result.series), attribution)

@@ -15,6 +15,7 @@ from app import figures
 from app.core.errors import NotFound
 from app.figures.style import Spec
 from app.repository import history as history_repo
+from app.services import explain
 from app.services.history import (
     METRICS,
     ReportVerdicts,
@@ -25,7 +26,7 @@ from app.services.history import (
     point_dict,
     report_regressions,
 )
-from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, MIN_POINTS
+from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_POINTS
 
 # Entries the page draws per case (half points, half buckets past it): a chart 1,000 px
 # wide shows no more, and the page draws in half the time of the API's default.
@@ -45,7 +46,9 @@ class HistoryView:
     series: str
     metric: str
     fields: dict[str, Any]
-    points: list[dict[str, Any]]  # oldest first, as the history endpoint gives them
+    # Oldest first, as the history endpoint gives them; a flagged one (of the newest
+    # explain.MAX_ATTRIBUTED_POINTS) with "why": the phase or GPU state that moved.
+    points: list[dict[str, Any]]
     buckets: list[dict[str, Any]]
     total: int
     marks: list[dict[str, Any]]
@@ -57,6 +60,8 @@ class HistoryView:
     range_links: list[tuple[str, str, bool]]
     overlay_links: list[tuple[str, str]]
     missing: list[str]  # overlay case ids this series does not hold
+    href: str  # this page
+
 
     @property
     def latest(self) -> dict[str, Any] | None:
@@ -87,6 +92,12 @@ def history_view(
     history = case_history(session, case_id, gpu, series, since=since, until=until,
                            max_points=PAGE_POINTS)
     points = [point_dict(p) for p in history.points]
+    flagged = [p["reportId"] for p in points if p["status"] in ("regression", "improvement")]
+    why = explain.history_attributions(session, case_id, flagged, DEFAULT_WINDOW)
+    for point in points:
+        attribution = why.get(point["reportId"])
+        if attribution is not None and attribution.text():
+            point["why"] = attribution.text()
     buckets = [b.as_dict() for b in history.buckets]
     marks = [mark_dict(m) for m in history.marks]
     changes = [change_dict(c) for c in history.provenance_changes]
@@ -139,6 +150,7 @@ def history_view(
         range_links=range_links,
         overlay_links=overlay_links,
         missing=missing,
+        href=history_href(chosen, gpu, history.series, metric, since),
     )
 
 
@@ -166,7 +178,8 @@ def history_rows(points: list[dict[str, Any]]) -> list[list[Any]]:
              "n/a" if p["windowSpreadPercent"] is None else f"{p['windowSpreadPercent']:.1f} %",
              f"{p['usefulTFPerGPU']:.1f}",
              "n/a" if p["percentOfPeak"] is None else f"{p['percentOfPeak']:.1f} %",
-             figures.verdict_text(p), ", ".join(p.get("marks", []))]
+             figures.verdict_text(p) + (f"; why: {p['why']}" if p.get("why") else ""),
+             ", ".join(p.get("marks", []))]
             for p in reversed(points)]
 
 

@@ -9,32 +9,15 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import groupby
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app.case_fields import CaseDict, CaseFilter
 from app.figures.configuration import Configuration, configuration, variant, variant_key
+from app.matrix_metrics import DEFAULT_METRIC, MatrixMetric, metric_for
 from app.services import cases as case_service
 
-
-@dataclass(frozen=True)
-class MatrixMetric:
-    wire: str  # the case field the cells show
-    label: str
-    better: Literal["higher", "lower"] | None  # None: no cell is best (the limiter)
-    digits: int = 1
-
-
-METRICS: dict[str, MatrixMetric] = {m.wire: m for m in (
-    MatrixMetric("usefulTFPerGPU", "useful TFLOP/s per GPU", "higher", 0),
-    MatrixMetric("percentOfPeak", "% of peak", "higher"),
-    MatrixMetric("layerMS", "layer ms", "lower", 3),
-    MatrixMetric("nvlinkMaxTXGBps", "NVLink GB/s (busiest rank, TX)", "higher", 0),
-    MatrixMetric("analyticalHBMGBps", "HBM GB/s (analytical)", "higher", 0),
-    MatrixMetric("limiter", "limiter", None),
-)}
-DEFAULT_METRIC = "usefulTFPerGPU"
 
 @dataclass(frozen=True)
 class MatrixCell:
@@ -68,18 +51,6 @@ class Matrix:
         if isinstance(value, str):
             return value
         return f"{value:,.{self.metric.digits}f}"
-
-
-class UnknownMetric(ValueError):
-    pass
-
-
-def metric_for(name: str) -> MatrixMetric:
-    try:
-        return METRICS[name]
-    except KeyError:
-        raise UnknownMetric(
-            f"metric: {name!r} is not one of {', '.join(METRICS)}") from None
 
 
 def build_matrix(cases: Sequence[CaseDict], metric: str = DEFAULT_METRIC) -> Matrix:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
 
 from app.api.caching import read_headers
 from app.api.deps import ReadAccess, Reports
+from app.api.enums import DEFAULT_MATRIX_METRIC, MatrixMetricName
 from app.api.params import CaseFilterDep, ReportId, ReportIdQuery
 from app.api.responses import READ, errors
 from app.core.db import SessionDep
@@ -32,10 +33,17 @@ def _download(export: Export) -> Response:
 
 @router.get("/reports/{report_id}/export.html", operation_id="export_report",
             response_class=Response, responses=_HTML)
-def report_export(report_id: ReportId, _read: ReadAccess, session: SessionDep,
-                  filters: CaseFilterDep, reports: Reports) -> Response:
+def report_export(
+    report_id: ReportId, _read: ReadAccess, session: SessionDep, filters: CaseFilterDep,
+    reports: Reports,
+    matrix_metric: Annotated[MatrixMetricName, Query(
+        alias="matrixMetric", description="the configuration matrix's metric shown when the "
+        "file opens (the file holds every metric's matrix, picked by a control)")
+    ] = DEFAULT_MATRIX_METRIC,
+) -> Response:
     """The report page's view as one offline HTML file (the case filters of /cases)."""
-    return _download(export_report(session, report_id, filters, reports=reports))
+    return _download(export_report(session, report_id, filters, reports=reports,
+                                   matrix_metric=str(matrix_metric)))
 
 
 @router.get("/compare/export.html", operation_id="export_compare", response_class=Response,

@@ -9,15 +9,14 @@ from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import JSONResponse
 
 from app.api.deps import ReadAccess
+from app.api.enums import DEFAULT_MATRIX_METRIC, MatrixMetricName
 from app.api.params import CaseFilterDep, ReportId
 from app.api.responses import READ, errors
 from app.core.db import SessionDep
-from app.services.matrix import DEFAULT_METRIC, METRICS, matrix_csv, matrix_json, report_matrix
+from app.services.matrix import matrix_csv, matrix_json, report_matrix
 
 router = APIRouter(prefix="/reports", tags=["reports"])
 
-# The metrics as a Literal, so a bad one is FastAPI's 422 naming `metric` and its values.
-MetricName: Any = Literal[tuple(METRICS)]
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"content": {"application/json": {}, "text/csv": {}},
@@ -39,7 +38,7 @@ def _wants_csv(format_: str | None, accept: str | None) -> bool:
             responses=_RESPONSES)
 def get_matrix(
     report_id: ReportId, _read: ReadAccess, session: SessionDep, filters: CaseFilterDep,
-    metric: Annotated[MetricName, Query()] = DEFAULT_METRIC,
+    metric: Annotated[MatrixMetricName, Query()] = DEFAULT_MATRIX_METRIC,
     format_: Annotated[Literal["json", "csv"] | None, Query(alias="format")] = None,
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:
