@@ -184,7 +184,7 @@ check();
 
 def plain_callback_times(report_id: int, n: int) -> list[float]:
     from app.dashboard.pages import report as page
-    from app.services.matrix import DEFAULT_METRIC
+    from app.matrix_metrics import DEFAULT_METRIC
 
     calls = iter(range(10**9))
     # None: no store of history marks, as for a report without history; no digests of what
@@ -195,7 +195,7 @@ def plain_callback_times(report_id: int, n: int) -> list[float]:
 
 def http_callback_times(base_url: str, report_id: int, n: int) -> list[float]:
     from app.case_fields import FILTERABLE
-    from app.services.matrix import DEFAULT_METRIC
+    from app.matrix_metrics import DEFAULT_METRIC
 
     deps = httpx.get(base_url + "/_dash-dependencies", timeout=30).json()
     spec = next(d for d in deps if "report-graph-throughput.figure" in d["output"])

@@ -22,11 +22,11 @@ from app import figures
 from app.case_fields import CaseFilter
 from app.dashboard import filters, links
 from app.main import create_app
+from app.matrix_metrics import DEFAULT_METRIC
 from app.repository import cases as cases_repo
 from app.services import case_table, chart_panels, comparison, report_list, report_view
 from app.services import cases as case_service
 from app.services import reports as report_service
-from app.services.matrix import DEFAULT_METRIC
 from ingest.validate import validate_report
 
 SCRIPT_NOTE = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"

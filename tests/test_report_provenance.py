@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from app.case_fields import FILTERABLE, CaseFilter
 from app.dashboard.provenance import host_facts
 from app.export.service import export_report
-from app.services.matrix import DEFAULT_METRIC
+from app.matrix_metrics import DEFAULT_METRIC
 
 Body = dict[str, Any]
 

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.case_fields import FILTERABLE
 from app.dashboard import shown
-from app.services.matrix import DEFAULT_METRIC
+from app.matrix_metrics import DEFAULT_METRIC
 
 Body = dict[str, Any]
 

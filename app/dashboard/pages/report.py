@@ -35,9 +35,10 @@ from app.dashboard.components import (
     style_legend,
     table,
 )
+from app.matrix_metrics import DEFAULT_METRIC
 from app.services import case_table, chart_panels, comparison, history_view, report_view
 from app.services.explain import attributions
-from app.services.matrix import DEFAULT_METRIC, build_matrix, report_matrix
+from app.services.matrix import build_matrix, report_matrix
 from ingest.derived import report_notes
 
 dash.register_page(__name__, path_template="/reports/<report_id>",
