@@ -130,22 +130,53 @@ FILTERS = (  # the precision filter toggled, as a user does
     _filters(),
 )
 
-# Set the precision filter as the dropdown would, and time until the throughput chart and
-# the count show the new view (the same callback answer redraws every chart).
+# Set the precision filter as the dropdown would, and time until the whole page shows the
+# new view: the count; every chart drawn (not pending) with only cases of the view in it;
+# the matrix's cells naming only such cases; the table paged over the view's rows, its
+# rendered rows all of the view. The summary, notes and caveat list come in the same
+# callback answer as the count.
 REDRAW_JS = """
 const done = arguments[arguments.length - 1];
-const [want, countText] = [arguments[0], arguments[1]];
+const [ids, countText] = [new Set(arguments[0]), arguments[1]];
 const start = performance.now();
 window.dash_clientside.set_props('report-filter-precision', {value: ['bf16']});
-function points() {
-  const g = document.getElementById('report-graph-throughput').querySelector('.js-plotly-plot')
-    || document.getElementById('report-graph-throughput');
-  return (g._fullData || []).reduce((n, t) => n + (t.x ? t.x.length : 0), 0);
+// A hover id may carry a mark after ' · ' (a case that moved against its history).
+const inView = shown => shown.length > 0 && shown.every(id => ids.has(String(id).split(' · ')[0]));
+function chartDrawn(g) {
+  if (!g._fullData || !g.querySelector('.main-svg')
+      || g.classList.contains('dash-graph--pending')) { return false; }
+  const shown = [];
+  for (const trace of g.data) {
+    for (const row of trace.customdata || []) {
+      const first = Array.isArray(row) ? row[0] : row;
+      if (first != null) { shown.push(first); }
+    }
+  }
+  return inView(shown);
+}
+function chartsDrawn() {
+  const rows = Array.from(document.querySelectorAll('#report-charts .chart-row'))
+    .filter(row => !row.hidden);
+  return rows.length > 0 && rows.every(row => {
+    const g = row.querySelector('.js-plotly-plot');
+    return g && chartDrawn(g);
+  });
+}
+function matrixDrawn() {
+  const cells = Array.from(document.querySelectorAll('#report-matrix-table td.matrix-cell'));
+  return inView(cells.map(td => td.title.split(' (')[0]));
+}
+function tableDrawn() {
+  const paging = document.querySelector('#report-grid .ag-paging-row-summary-panel');
+  const links = Array.from(document.querySelectorAll('#report-grid .ag-row .case-link'));
+  return paging && paging.textContent.trim().endsWith(' of ' + ids.size)
+    && inView(links.map(a => a.textContent));
 }
 function check() {
-  const count = document.getElementById('report-count').textContent;
-  if (points() === want && count === countText) { done(performance.now() - start); }
-  else { setTimeout(check, 5); }
+  if (document.getElementById('report-count').textContent === countText
+      && chartsDrawn() && matrixDrawn() && tableDrawn()) {
+    done(performance.now() - start);
+  } else { setTimeout(check, 5); }
 }
 check();
 """
@@ -153,15 +184,18 @@ check();
 
 def plain_callback_times(report_id: int, n: int) -> list[float]:
     from app.dashboard.pages import report as page
+    from app.matrix_metrics import DEFAULT_METRIC
 
     calls = iter(range(10**9))
-    # None: no store of history marks, as for a report without history.
-    return time_calls(
-        lambda: page.refilter(*FILTERS[next(calls) % len(FILTERS)], report_id, None), n)
+    # None: no store of history marks, as for a report without history; no digests of what
+    # the page shows, so every part is sent.
+    return time_calls(lambda: page.refilter(*FILTERS[next(calls) % len(FILTERS)], report_id,
+                                            None, DEFAULT_METRIC, None), n)
 
 
 def http_callback_times(base_url: str, report_id: int, n: int) -> list[float]:
     from app.case_fields import FILTERABLE
+    from app.matrix_metrics import DEFAULT_METRIC
 
     deps = httpx.get(base_url + "/_dash-dependencies", timeout=30).json()
     spec = next(d for d in deps if "report-graph-throughput.figure" in d["output"])
@@ -174,9 +208,11 @@ def http_callback_times(base_url: str, report_id: int, n: int) -> list[float]:
             "output": spec["output"], "outputs": outputs,
             "inputs": [{"id": i["id"], "property": i["property"], "value": by_id[i["id"]]}
                        for i in spec["inputs"]],
-            # The report's id, and no store of history marks (a report without history).
+            # The report's id, no store of history marks (a report without history), the
+            # matrix's default metric, no digests of what the page shows (send every part).
             "state": [{"id": s["id"], "property": s["property"],
-                       "value": report_id if s["id"] == "report-id" else None}
+                       "value": {"report-id": report_id,
+                                 "report-matrix-metric": DEFAULT_METRIC}.get(s["id"])}
                       for s in spec["state"]],
             "changedPropIds": ["report-filter-precision.value"],
         }
@@ -220,20 +256,23 @@ def page_draw_times(base_url: str, report_id: int, loads: int) -> list[float]:
 
 def static_page(database_url: str, report_id: int, path: Path) -> Path:
     """One HTML file drawing the report page's figures for the unfiltered view (the same
-    specs, from the same builders) with the page's own plotly.js bundle, nothing else."""
+    specs, from the same builders; a chart the page leaves out, its empty figure too) with
+    the page's own plotly.js bundle, nothing else."""
     from app.case_fields import CaseFilter
     from app.core.db import session_scope
+    from app.dashboard.pages.report import NOT_DRAWN
     from app.services.report_view import ReportCache, report_view
 
     with session_scope(database_url) as session:
         panels = report_view(ReportCache(), session, report_id, CaseFilter()).panels
+    specs = [NOT_DRAWN if p.absent else p.figure for p in panels]
     bundle = (REPO / "static" / "vendor" / "plotly-cartesian.min.js").read_text("utf-8")
-    divs = "".join(f'<div id="g{i}" style="height:{p.figure["layout"].get("height", 420)}px">'
-                   "</div>" for i, p in enumerate(panels))
+    divs = "".join(f'<div id="g{i}" style="height:{f["layout"].get("height", 420)}px">'
+                   "</div>" for i, f in enumerate(specs))
     draws = "".join(
-        f"Plotly.newPlot('g{i}', {json.dumps(p.figure['data'])}, "
-        f"{json.dumps(p.figure['layout'])}, {{responsive: true, displaylogo: false}});"
-        for i, p in enumerate(panels))
+        f"Plotly.newPlot('g{i}', {json.dumps(f['data'])}, "
+        f"{json.dumps(f['layout'])}, {{responsive: true, displaylogo: false}});"
+        for i, f in enumerate(specs))
     path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><script>{bundle}"
                     f"</script></head><body>{divs}<script>{draws}</script></body></html>",
                     "utf-8")
@@ -256,7 +295,7 @@ def paired_draw_times(base_url: str, report_id: int, static: Path, loads: int
         driver.quit()
 
 
-def redraw_times(base_url: str, report_id: int, bf16_cases: int, total: int, loads: int
+def redraw_times(base_url: str, report_id: int, in_view: list[str], total: int, loads: int
                  ) -> list[float]:
     driver = _chromium()
     try:
@@ -265,7 +304,7 @@ def redraw_times(base_url: str, report_id: int, bf16_cases: int, total: int, loa
             driver.get(f"{base_url}/reports/{report_id}")
             driver.execute_async_script(DRAWN_JS, chart_count())
             samples.append(float(driver.execute_async_script(
-                REDRAW_JS, bf16_cases, f"{bf16_cases} of {total} cases in view")))
+                REDRAW_JS, in_view, f"{len(in_view)} of {total} cases in view")))
         return samples
     finally:
         driver.quit()
@@ -288,11 +327,12 @@ def reference_checks(database_url: str, base: str, report_id: int, loads: int, t
           f"ratio {ratio:.2f} (target <= {STATIC_RATIO_TARGET:g}) "
           f"{verdict(ratio <= STATIC_RATIO_TARGET)}")
     cases = reference_report()["cases"]
-    bf16 = sum(1 for c in cases if c["precision"] == "bf16")
+    bf16 = [c["id"] for c in cases if c["precision"] == "bf16"]
     redraws = redraw_times(base, report_id, bf16, len(cases), loads)
     redraw = statistics.median(redraws) / 1000
     failures += int(redraw >= REDRAW_TARGET_S)
-    print(f"[reference] filter change (precision = bf16) redrawn in the browser: median "
+    print(f"[reference] filter change (precision = bf16) redrawn in the browser (count, every "
+          f"chart, the matrix and the table showing the new view): median "
           f"{redraw:.2f} s, max {max(redraws) / 1000:.2f} s over {len(redraws)} "
           f"(target < {REDRAW_TARGET_S:g} s) {verdict(redraw < REDRAW_TARGET_S)}")
     return failures

@@ -22,6 +22,7 @@ from app import figures
 from app.case_fields import CaseFilter
 from app.dashboard import filters, links
 from app.main import create_app
+from app.matrix_metrics import DEFAULT_METRIC
 from app.repository import cases as cases_repo
 from app.services import case_table, chart_panels, comparison, report_list, report_view
 from app.services import cases as case_service
@@ -163,7 +164,8 @@ def test_report_view_over_the_cap_shows_the_banner_and_keeps_every_row(
     assert sum(len(t["x"]) for t in graph.figure["data"]) == 20
     assert "20 of 63 cases in view charted" in texts(find(page, "report-aside-throughput"))
 
-    out = report.refilter([], [], ["bf16"], [], [], [], [], [], reference_id, None)
+    out = report.refilter([], [], ["bf16"], [], [], [], [], [], reference_id, None,
+                          DEFAULT_METRIC, None)
     named = dict(zip([f"{o.component_id}.{o.component_property}" for o in report.OUTPUTS],
                      out, strict=True))
     assert named["report-cap-banner.children"] == ""
@@ -336,7 +338,7 @@ def test_report_page_and_filter_callback(
     assert find(page, "report-export-link").href == export + "?precision=nvfp4"
 
     values = [[], [], ["bf16"], [], [], [], [], []]
-    out = report.refilter(*values, reference_id, None)
+    out = report.refilter(*values, reference_id, None, DEFAULT_METRIC, None)
     assert len(out) == len(report.OUTPUTS)
     named = dict(zip([f"{o.component_id}.{o.component_property}" for o in report.OUTPUTS],
                      out, strict=True))

@@ -127,3 +127,35 @@ def test_a_bad_url_filter_shows_its_message(
     count = browser.find_element(By.ID, "report-count").text
     assert count == "63 of 63 cases in view"
 
+
+
+MATRIX_NOTE = "#report-matrix .muted"  # the line under the matrix names its metric
+
+
+def test_the_matrix_keeps_its_metric_through_a_filter_change(
+    browser: WebDriver, server: tuple[LiveServer, int]
+) -> None:
+    """The filters redraw the matrix in the same answer as the charts, with the metric the
+    page shows; the metric alone redraws only the matrix."""
+    live, report_id = server
+    browser.get(f"{live.url}/reports/{report_id}")
+    wait_for_charts(browser, len(figures.CHARTS))
+    browser.execute_script("window.dash_clientside.set_props("
+                           "'report-matrix-metric', {value: 'percentOfPeak'})")
+    wait_for(browser, lambda d: d.find_element(By.CSS_SELECTOR, MATRIX_NOTE).text
+             .startswith("% of peak per case"), "the matrix in % of peak")
+    browser.execute_script("window.dash_clientside.set_props("
+                           "'report-filter-precision', {value: ['nvfp4']})")
+    wait_for(browser, lambda d: d.find_element(By.ID, "report-count").text
+             == "9 of 63 cases in view", "the filtered count")
+    table = wait_for(browser, lambda d: (t := d.find_element(By.ID, "report-matrix-table"))
+                     and len(t.find_elements(By.CSS_SELECTOR, "td.matrix-cell")) == 9 and t,
+                     "the filtered matrix")
+    nvfp4 = sorted(c["id"] for c in _REFERENCE["cases"] if c["precision"] == "nvfp4")
+    cells = table.find_elements(By.CSS_SELECTOR, "td.matrix-cell")
+    assert sorted(c.get_attribute("title").split(" (")[0] for c in cells) == nvfp4
+    # % of peak to one decimal (the default metric, TFLOP/s, has none).
+    assert all(re.fullmatch(r"(\u2605 )?[\d,]+\.\d", c.text) for c in cells), \
+        [c.text for c in cells]
+    assert browser.find_element(By.CSS_SELECTOR, MATRIX_NOTE).text.startswith(
+        "% of peak per case")

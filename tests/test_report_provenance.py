@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from app.case_fields import FILTERABLE, CaseFilter
 from app.dashboard.provenance import host_facts
 from app.export.service import export_report
+from app.matrix_metrics import DEFAULT_METRIC
 
 Body = dict[str, Any]
 
@@ -83,7 +84,7 @@ def test_moved_cases_are_grouped_and_follow_the_filter(
     # The filter callback redraws the list from the store of marks alone.
     marks = find(page, "report-history-marks").data
     values = [["nvfp4"] if f.wire == "precision" else [] for f in FILTERABLE]
-    out = pages["report"].refilter(*values, ids[-1], marks)
+    out = pages["report"].refilter(*values, ids[-1], marks, DEFAULT_METRIC, None)
     moved_list = [o.component_id for o in pages["report"].OUTPUTS].index("report-moved-list")
     redrawn = out[moved_list]
     assert sorted(t for t in texts(redrawn) if t in slowed) == sorted(slowed)

@@ -59,7 +59,8 @@ def matrix_table(report_id: int, matrix: Matrix) -> html.Div:
     ])
 
 
-def matrix_section(report_id: int, matrix: Matrix) -> html.Section:
+def matrix_section(table: html.Div) -> html.Section:
+    """``table``: the matrix_table of the view."""
     return html.Section([
         html.Div([
             html.H2("Configuration matrix"),
@@ -67,5 +68,5 @@ def matrix_section(report_id: int, matrix: Matrix) -> html.Section:
                          value=DEFAULT_METRIC, clearable=False, searchable=False,
                          className="matrix-metric"),
         ], className="matrix-head"),
-        html.Div(matrix_table(report_id, matrix), id="report-matrix"),
+        html.Div(table, id="report-matrix"),
     ], id="report-matrix-section", className="matrix-section")

@@ -23,6 +23,7 @@ from app.dashboard import (
     moved_cases,
     provenance,
     report_cache,
+    shown,
     summary_table,
 )
 from app.dashboard.components import (
@@ -34,6 +35,7 @@ from app.dashboard.components import (
     style_legend,
     table,
 )
+from app.matrix_metrics import DEFAULT_METRIC
 from app.services import case_table, chart_panels, comparison, history_view, report_view
 from app.services.explain import attributions
 from app.services.matrix import build_matrix, report_matrix
@@ -80,29 +82,44 @@ def filter_controls(options: dict[str, list[dict[str, Any]]], chosen: CaseFilter
     return html.Div(controls, className="filters", id="report-filters")
 
 
-def chart_aside(panel: chart_panels.ChartPanel) -> list[Any]:
-    drawn = (f"{panel.case_count} case(s) in view" if panel.charted == panel.case_count
-             else f"{panel.charted} of {panel.case_count} cases in view charted")
+def drawn_text(panel: chart_panels.ChartPanel) -> str:
+    return (f"{panel.case_count} case(s) in view" if panel.charted == panel.case_count
+            else f"{panel.charted} of {panel.case_count} cases in view charted")
+
+
+def chart_notes(panel: chart_panels.ChartPanel) -> list[Any]:
+    return ([note_block(n) for n in panel.notes]
+            or [html.Div("no report note qualifies this chart", className="muted")])
+
+
+def chart_aside(key: str, parts: dict[str, Any]) -> list[Any]:
+    """The chart's cases drawn, its notes and its caveats: three parts that a filter
+    changes apart (the notes seldom), each sent only when it changes (``shown``)."""
     return [
-        html.Div(drawn, className="muted"),
+        html.Div(parts[f"report-aside-{key}-drawn.children"], id=f"report-aside-{key}-drawn",
+                 className="muted"),
         html.H4("Qualifying notes"),
-        *([note_block(n) for n in panel.notes]
-          or [html.Div("no report note qualifies this chart", className="muted")]),
+        html.Div(parts[f"report-aside-{key}-notes.children"], id=f"report-aside-{key}-notes"),
         html.H4("Caveats in view"),
-        caveat_badges(panel.caveats),
+        html.Div(parts[f"report-aside-{key}-caveats.children"],
+                 id=f"report-aside-{key}-caveats"),
     ]
 
 
-def chart_rows(panels: list[chart_panels.ChartPanel]) -> list[Any]:
+def chart_rows(panels: list[chart_panels.ChartPanel], parts: dict[str, Any]) -> list[Any]:
     """Every chart (a chart with nothing to show hidden, so a filter can bring it back),
     then one line per chart left out and why."""
     return [*(html.Section([
-        html.Div(dcc.Graph(id=f"report-graph-{p.key}", figure=p.figure, config=GRAPH_CONFIG),
+        html.Div(dcc.Graph(id=f"report-graph-{p.key}",
+                           figure=parts[f"report-graph-{p.key}.figure"], config=GRAPH_CONFIG),
                  className="chart"),
-        html.Aside(chart_aside(p), id=f"report-aside-{p.key}", className="chart-aside"),
-    ], className="chart-row", id=f"report-chart-{p.key}", hidden=bool(p.absent))
+        html.Aside(chart_aside(p.key, parts), id=f"report-aside-{p.key}",
+                   className="chart-aside"),
+    ], className="chart-row", id=f"report-chart-{p.key}",
+        hidden=parts[f"report-chart-{p.key}.hidden"])
         for p in panels),
-        html.Div(absent_lines(panels), id="report-absent-charts", className="muted")]
+        html.Div(parts["report-absent-charts.children"], id="report-absent-charts",
+                 className="muted")]
 
 
 def absent_lines(panels: list[chart_panels.ChartPanel]) -> list[html.P]:
@@ -155,6 +172,9 @@ def case_grid() -> dag.AgGrid:
                        "wrapHeaderText": True, "autoHeaderHeight": True},
         dashGridOptions={"pagination": True, "paginationPageSize": 50,
                          "animateRows": False},
+        # Rows known by their case id: a filter change updates the rows that stay in view
+        # instead of building every row (and measuring its wrapped id) anew.
+        getRowId="params.data.id",
         style={"height": "560px"}, className="ag-theme-alpine",
     )
 
@@ -177,85 +197,143 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         except NotFound as exc:
             return not_found(exc.detail)
     hint = filter_options.empty_hint(data.cases, chosen)
+    choices = filter_options.all_options(data.facets, data.cases, chosen)
+    parts = view_parts(rid, view, marks.marks, DEFAULT_METRIC, hint, choices)
+    parts["report-url-problems.hidden"] = not problems
     return html.Div([
         dcc.Store(id="report-id", data=rid),
         dcc.Store(id="report-history-marks", data=marks.marks),
-        dcc.Store(id="report-search", data=filters.search_from_filters(view.filters)),
+        dcc.Store(id="report-search", data=parts["report-search.data"]),
         dcc.Store(id="report-search-applied"),
-        header(view.header, links.report_export_href(rid, view.filters)),
+        dcc.Store(id="report-shown", data=shown.digests([parts[n] for n in DIGESTED])),
+        header(view.header, parts["report-export-link.href"]),
         provenance.provenance_line(view.meta, rid, previous),
         html.Div([html.P(p) for p in problems], id="report-url-problems",
                  className="url-problems", hidden=not problems),
-        filter_controls(filter_options.all_options(data.facets, data.cases, chosen), chosen),
-        html.Div(view.count_text, id="report-count", className="count"),
-        html.Div(hint, id="report-empty", className="empty-hint", hidden=not hint),
-        html.Div(view.banner, id="report-cap-banner", className="cap-banner",
-                 hidden=not view.banner),
-        matrix_table.matrix_section(rid, build_matrix(view.cases)),
+        filter_controls(choices, chosen),
+        html.Div(parts["report-count.children"], id="report-count", className="count"),
+        html.Div(parts["report-empty.children"], id="report-empty", className="empty-hint",
+                 hidden=parts["report-empty.hidden"]),
+        html.Div(parts["report-cap-banner.children"], id="report-cap-banner",
+                 className="cap-banner", hidden=parts["report-cap-banner.hidden"]),
+        matrix_table.matrix_section(parts["report-matrix.children"]),
         html.Details([html.Summary("Summary per mode x precision x pipeline"),
-                      html.Div(summary_table.summary_table(view.cases), id="report-summary")],
+                      html.Div(parts["report-summary.children"], id="report-summary")],
                      open=True, className="summary-section"),
         moved_cases.moved_cases_section(marks, view.cases),
-        html.Div(style_legend(view.charted), id="report-legend", className="style-legend"),
+        html.Div(parts["report-legend.children"], id="report-legend",
+                 className="style-legend"),
         # An empty view draws no empty axes: the hint above says what to relax.
-        html.Div(chart_rows(view.panels), id="report-charts", hidden=bool(hint)),
+        html.Div(chart_rows(view.panels, parts), id="report-charts",
+                 hidden=parts["report-charts.hidden"]),
         html.Section([html.H2("Report notes"),
                       *[note_block(n) for n in report_notes(view.meta)]],
                      id="report-notes", className="notes-panel"),
         html.Section([html.H2("Caveats of the cases in view"),
-                      html.Div(caveat_list.caveat_list(rid, view.cases),
-                               id="report-caveat-list")],
+                      html.Div(parts["report-caveat-list.children"], id="report-caveat-list")],
                      id="report-caveats", className="notes-panel"),
         html.Section([
             html.H2("Cases"),
             html.Div([html.Button("Download CSV of the rows in view", id="report-csv-button"),
                       dcc.Download(id="report-csv")], className="links"),
-            dcc.Store(id="report-rows", data=view.rows),
+            dcc.Store(id="report-rows", data=parts["report-rows.data"]),
             case_grid(),
         ], className="cases"),
     ])
 
 
-OUTPUTS = [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS] + [
-    Output(f"report-aside-{c.key}", "children") for c in figures.CHARTS] + [
-    Output("report-rows", "data"), Output("report-count", "children"),
-    Output("report-cap-banner", "children"), Output("report-cap-banner", "hidden"),
-    Output("report-search", "data"), Output("report-legend", "children"),
-    Output("report-export-link", "href"), Output("report-moved-list", "children"),
-    Output("report-empty", "children"), Output("report-empty", "hidden"),
-    Output("report-url-problems", "hidden"), Output("report-charts", "hidden"),
-    Output("report-summary", "children"), Output("report-caveat-list", "children"),
-    *(Output(f"report-chart-{c.key}", "hidden") for c in figures.CHARTS),
-    Output("report-absent-charts", "children"),
-    *(Output(f"report-filter-{f.wire}", "options") for f in FILTERABLE),
+# The figure of a chart left out of the view (its row hidden, a line says why): plotly
+# would draw the whole chart, unseen, on every filter change. The same empty figure each
+# time, so it is not sent again until the chart is back.
+NOT_DRAWN: dict[str, Any] = {"data": [], "layout": {"showlegend": False}}  # as every chart here
+
+
+def view_parts(report_id: int, view: report_view.ReportView, marks: dict[str, Any],
+               metric: str, hint: str, choices: dict[str, list[dict[str, Any]]]
+               ) -> dict[str, Any]:
+    """Every part of the page that the filters change, by output (``id.property``): what
+    the page is drawn with, and what the filter callback sends."""
+    parts: dict[str, Any] = {}
+    for p in view.panels:
+        parts.update({
+            f"report-graph-{p.key}.figure": NOT_DRAWN if p.absent else p.figure,
+            f"report-aside-{p.key}-drawn.children": drawn_text(p),
+            f"report-aside-{p.key}-notes.children": chart_notes(p),
+            f"report-aside-{p.key}-caveats.children": caveat_badges(p.caveats),
+            f"report-chart-{p.key}.hidden": bool(p.absent),
+        })
+    parts.update({
+        "report-matrix.children": matrix_table.matrix_table(
+            report_id, build_matrix(view.cases, metric)),
+        "report-rows.data": view.rows, "report-count.children": view.count_text,
+        "report-cap-banner.children": view.banner, "report-cap-banner.hidden": not view.banner,
+        "report-search.data": filters.search_from_filters(view.filters),
+        "report-legend.children": style_legend(view.charted),
+        "report-export-link.href": links.report_export_href(report_id, view.filters),
+        "report-moved-list.children": moved_cases.moved_list(marks, view.cases),
+        "report-empty.children": hint, "report-empty.hidden": not hint,
+        "report-charts.hidden": bool(hint),
+        "report-summary.children": summary_table.summary_table(view.cases),
+        "report-caveat-list.children": caveat_list.caveat_list(report_id, view.cases),
+        "report-absent-charts.children": absent_lines(view.panels),
+        # A filter chosen in the page replaces the URL's: its problems no longer apply.
+        "report-url-problems.hidden": True,
+        **{f"report-filter-{f.wire}.options": choices[f.wire] for f in FILTERABLE},
+    })
+    return parts
+
+
+PARTS: list[str] = [
+    *(part for c in figures.CHARTS for part in (
+        f"report-graph-{c.key}.figure", f"report-aside-{c.key}-drawn.children",
+        f"report-aside-{c.key}-notes.children", f"report-aside-{c.key}-caveats.children",
+        f"report-chart-{c.key}.hidden")),
+    "report-matrix.children", "report-rows.data", "report-count.children",
+    "report-cap-banner.children", "report-cap-banner.hidden", "report-search.data",
+    "report-legend.children", "report-export-link.href", "report-moved-list.children",
+    "report-empty.children", "report-empty.hidden", "report-charts.hidden",
+    "report-summary.children", "report-caveat-list.children",
+    "report-absent-charts.children", "report-url-problems.hidden",
+    *(f"report-filter-{f.wire}.options" for f in FILTERABLE),
 ]
+
+
+def _output(part: str) -> Output:
+    component, prop = part.rsplit(".", 1)
+    return Output(component, prop)
+
+
+OUTPUTS = [_output(part) for part in PARTS] + [Output("report-shown", "data")]
+# The table's rows and the caveat list are the view's cases themselves: they change with
+# the view, and their digests (megabytes of JSON at 5,000 cases) cost more than sending.
+ALWAYS_SENT = ("report-rows.data", "report-caveat-list.children")
+DIGESTED = [part for part in PARTS if part not in ALWAYS_SENT]
 
 
 @callback(OUTPUTS, [Input(f"report-filter-{f.wire}", "value") for f in FILTERABLE],
           State("report-id", "data"), State("report-history-marks", "data"),
+          State("report-matrix-metric", "value"), State("report-shown", "data"),
           prevent_initial_call=True)
 def refilter(*args: Any) -> list[Any]:
-    """Redraw every chart and the table for the chosen filters."""
-    *values, report_id, marks = args
+    """Redraw every chart, the matrix and the table for the chosen filters: the parts that
+    differ from what the page shows (``shown``: their digests), and the new digests."""
+    *values, report_id, marks, metric, drawn = args
     chosen = filters.filters_from_controls(values)
     with session_scope() as session:
         view = report_view.report_view(report_cache(), session, report_id, chosen,
                                        history_view.hover_marks(marks or {}))
     hint = filter_options.empty_hint(view.every_case, chosen)
     choices = filter_options.all_options(view.facets, view.every_case, chosen)
-    return [*[p.figure for p in view.panels], *[chart_aside(p) for p in view.panels],
-            view.rows, view.count_text, view.banner, not view.banner,
-            filters.search_from_filters(view.filters),
-            style_legend(view.charted), links.report_export_href(report_id, view.filters),
-            moved_cases.moved_list(marks or {}, view.cases),
-            hint, not hint, True, bool(hint), summary_table.summary_table(view.cases),
-            caveat_list.caveat_list(report_id, view.cases),
-            *(bool(p.absent) for p in view.panels), absent_lines(view.panels),
-            *(choices[f.wire] for f in FILTERABLE)]
+    parts = view_parts(report_id, view, marks or {}, metric, hint, choices)
+    changed, digests = shown.changed_only([parts[n] for n in DIGESTED], drawn)
+    sent = dict(zip(DIGESTED, changed, strict=True)) | {n: parts[n] for n in ALWAYS_SENT}
+    return [*(sent[n] for n in PARTS), digests]
 
 
-@callback(Output("report-matrix", "children"), Input("report-matrix-metric", "value"),
-          [Input(f"report-filter-{f.wire}", "value") for f in FILTERABLE],
+# A filter change redraws the matrix with everything else (refilter); this is the metric.
+@callback(Output("report-matrix", "children", allow_duplicate=True),
+          Input("report-matrix-metric", "value"),
+          [State(f"report-filter-{f.wire}", "value") for f in FILTERABLE],
           State("report-id", "data"), prevent_initial_call=True)
 def rematrix(metric: str, *args: Any) -> html.Div:
     """The matrix for the chosen metric and filters."""
