@@ -24,7 +24,11 @@ from conftest import (
 )
 from live import REPO
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import (
+    NoSuchElementException,
+    StaleElementReferenceException,
+    TimeoutException,
+)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -150,7 +154,10 @@ def page(browser: WebDriver, server: tuple[LiveServer, dict[str, int]]
 
 def wait_for(driver: WebDriver, condition: Callable[[WebDriver], Any], what: str) -> Any:
     try:
-        return WebDriverWait(driver, WAIT_S, poll_frequency=0.1).until(condition)
+        # Dash replaces elements as callbacks answer: an element found a moment ago may be
+        # gone when read, which is "not yet", not a failure.
+        return WebDriverWait(driver, WAIT_S, poll_frequency=0.1, ignored_exceptions=(
+            NoSuchElementException, StaleElementReferenceException)).until(condition)
     except TimeoutException:
         shot = SCREENSHOTS / f"timeout-{int(time.time())}.png"
         driver.save_screenshot(str(shot))

@@ -148,14 +148,14 @@ def test_the_matrix_keeps_its_metric_through_a_filter_change(
                            "'report-filter-precision', {value: ['nvfp4']})")
     wait_for(browser, lambda d: d.find_element(By.ID, "report-count").text
              == "9 of 63 cases in view", "the filtered count")
-    table = wait_for(browser, lambda d: (t := d.find_element(By.ID, "report-matrix-table"))
-                     and len(t.find_elements(By.CSS_SELECTOR, "td.matrix-cell")) == 9 and t,
-                     "the filtered matrix")
+    # The cells read in one script: the matrix may be replaced between two reads.
+    cells = wait_for(browser, lambda d: (c := d.execute_script(
+        "return Array.from(document.querySelectorAll('#report-matrix-table td.matrix-cell'))"
+        ".map(td => [td.title, td.innerText])")) and len(c) == 9 and c, "the filtered matrix")
     nvfp4 = sorted(c["id"] for c in _REFERENCE["cases"] if c["precision"] == "nvfp4")
-    cells = table.find_elements(By.CSS_SELECTOR, "td.matrix-cell")
-    assert sorted(c.get_attribute("title").split(" (")[0] for c in cells) == nvfp4
+    assert sorted(title.split(" (")[0] for title, _ in cells) == nvfp4
     # % of peak to one decimal (the default metric, TFLOP/s, has none).
-    assert all(re.fullmatch(r"(\u2605 )?[\d,]+\.\d", c.text) for c in cells), \
-        [c.text for c in cells]
+    assert all(re.fullmatch(r"(\u2605 )?[\d,]+\.\d", text.strip()) for _, text in cells), \
+        cells
     assert browser.find_element(By.CSS_SELECTOR, MATRIX_NOTE).text.startswith(
         "% of peak per case")
