@@ -56,7 +56,7 @@ def test_the_callback_sends_what_changed_against_the_page(
     nine = sum(1 for c in reference["cases"] if c["precision"] == "nvfp4")
     assert nvfp4["report-count.children"] == f"{nine} of 63 cases in view"
     assert len(nvfp4["report-rows.data"]) == nine
-    assert sum(len(t["x"]) for t in nvfp4["report-graph-throughput.figure"]["data"]) == nine
+    assert sum(len(t["x"]) for t in nvfp4["report-figure-throughput.data"]["data"]) == nine
     assert nvfp4["report-aside-throughput-drawn.children"] == f"{nine} case(s) in view"
     assert nvfp4["report-aside-throughput-notes.children"] is dash.no_update
     assert nvfp4["report-chart-throughput.hidden"] is dash.no_update

@@ -8,7 +8,16 @@ from typing import Any
 
 import dash
 import dash_ag_grid as dag
-from dash import Input, Output, State, callback, clientside_callback, dcc, html
+from dash import (
+    ClientsideFunction,
+    Input,
+    Output,
+    State,
+    callback,
+    clientside_callback,
+    dcc,
+    html,
+)
 
 from app import figures
 from app.case_fields import FILTERABLE, TABLED, CaseField, CaseFilter
@@ -110,8 +119,11 @@ def chart_rows(panels: list[chart_panels.ChartPanel], parts: dict[str, Any]) -> 
     """Every chart (a chart with nothing to show hidden, so a filter can bring it back),
     then one line per chart left out and why."""
     return [*(html.Section([
+        # The filters' figure goes to the store; static/lazy_charts.js draws it when the
+        # chart is near the viewport. The page's first figure is drawn at once.
+        dcc.Store(id=f"report-figure-{p.key}"),
         html.Div(dcc.Graph(id=f"report-graph-{p.key}",
-                           figure=parts[f"report-graph-{p.key}.figure"], config=GRAPH_CONFIG),
+                           figure=parts[f"report-figure-{p.key}.data"], config=GRAPH_CONFIG),
                  className="chart"),
         html.Aside(chart_aside(p.key, parts), id=f"report-aside-{p.key}",
                    className="chart-aside"),
@@ -256,7 +268,7 @@ def view_parts(report_id: int, view: report_view.ReportView, marks: dict[str, An
     parts: dict[str, Any] = {}
     for p in view.panels:
         parts.update({
-            f"report-graph-{p.key}.figure": NOT_DRAWN if p.absent else p.figure,
+            f"report-figure-{p.key}.data": NOT_DRAWN if p.absent else p.figure,
             f"report-aside-{p.key}-drawn.children": drawn_text(p),
             f"report-aside-{p.key}-notes.children": chart_notes(p),
             f"report-aside-{p.key}-caveats.children": caveat_badges(p.caveats),
@@ -285,7 +297,7 @@ def view_parts(report_id: int, view: report_view.ReportView, marks: dict[str, An
 
 PARTS: list[str] = [
     *(part for c in figures.CHARTS for part in (
-        f"report-graph-{c.key}.figure", f"report-aside-{c.key}-drawn.children",
+        f"report-figure-{c.key}.data", f"report-aside-{c.key}-drawn.children",
         f"report-aside-{c.key}-notes.children", f"report-aside-{c.key}-caveats.children",
         f"report-chart-{c.key}.hidden")),
     "report-matrix.children", "report-rows.data", "report-count.children",
@@ -328,6 +340,17 @@ def refilter(*args: Any) -> list[Any]:
     changed, digests = shown.changed_only([parts[n] for n in DIGESTED], drawn)
     sent = dict(zip(DIGESTED, changed, strict=True)) | {n: parts[n] for n in ALWAYS_SENT}
     return [*(sent[n] for n in PARTS), digests]
+
+
+# A filter change draws at once the charts near the viewport; one further away is drawn
+# when it comes near, or before the page is printed (static/lazy_charts.js): plotly takes
+# ~50 ms a chart on a slow browser, and most of the page's charts are out of sight.
+clientside_callback(
+    ClientsideFunction(namespace="moescope_charts", function_name="draw_near"),
+    [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS],
+    [Input(f"report-figure-{c.key}", "data") for c in figures.CHARTS],
+    prevent_initial_call=True,
+)
 
 
 # A filter change redraws the matrix with everything else (refilter); this is the metric.
