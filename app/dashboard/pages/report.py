@@ -119,9 +119,6 @@ def chart_rows(panels: list[chart_panels.ChartPanel], parts: dict[str, Any]) -> 
     """Every chart (a chart with nothing to show hidden, so a filter can bring it back),
     then one line per chart left out and why."""
     return [*(html.Section([
-        # The filters' figure goes to the store; static/lazy_charts.js draws it when the
-        # chart is near the viewport. The page's first figure is drawn at once.
-        dcc.Store(id=f"report-figure-{p.key}"),
         html.Div(dcc.Graph(id=f"report-graph-{p.key}",
                            figure=parts[f"report-figure-{p.key}.data"], config=GRAPH_CONFIG),
                  className="chart"),
@@ -218,6 +215,9 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         dcc.Store(id="report-search", data=parts["report-search.data"]),
         dcc.Store(id="report-search-applied"),
         dcc.Store(id="report-shown", data=shown.digests([parts[n] for n in DIGESTED])),
+        # A filter change's figures (those that changed, by chart) go here first;
+        # static/lazy_charts.js draws each when its chart is in or near the window.
+        dcc.Store(id="report-figures"),
         header(view.header, parts["report-export-link.href"]),
         provenance.provenance_line(view.meta, rid, previous),
         html.Div([html.P(p) for p in problems], id="report-url-problems",
@@ -297,7 +297,7 @@ def view_parts(report_id: int, view: report_view.ReportView, marks: dict[str, An
 
 PARTS: list[str] = [
     *(part for c in figures.CHARTS for part in (
-        f"report-figure-{c.key}.data", f"report-aside-{c.key}-drawn.children",
+        f"report-aside-{c.key}-drawn.children",
         f"report-aside-{c.key}-notes.children", f"report-aside-{c.key}-caveats.children",
         f"report-chart-{c.key}.hidden")),
     "report-matrix.children", "report-rows.data", "report-count.children",
@@ -315,11 +315,15 @@ def _output(part: str) -> Output:
     return Output(component, prop)
 
 
-OUTPUTS = [_output(part) for part in PARTS] + [Output("report-shown", "data")]
+# Every chart's figure, sent in one store (one store update in Dash's renderer, not one a
+# chart), by chart key, only those that changed.
+FIGURES: list[str] = [f"report-figure-{c.key}.data" for c in figures.CHARTS]
+OUTPUTS = [_output(part) for part in PARTS] + [Output("report-figures", "data"),
+                                               Output("report-shown", "data")]
 # The table's rows and the caveat list are the view's cases themselves: they change with
 # the view, and their digests (megabytes of JSON at 5,000 cases) cost more than sending.
 ALWAYS_SENT = ("report-rows.data", "report-caveat-list.children")
-DIGESTED = [part for part in PARTS if part not in ALWAYS_SENT]
+DIGESTED = [part for part in PARTS if part not in ALWAYS_SENT] + FIGURES
 
 
 @callback(OUTPUTS, [Input(f"report-filter-{f.wire}", "value") for f in FILTERABLE],
@@ -339,7 +343,9 @@ def refilter(*args: Any) -> list[Any]:
     parts = view_parts(report_id, view, marks or {}, metric, hint, choices)
     changed, digests = shown.changed_only([parts[n] for n in DIGESTED], drawn)
     sent = dict(zip(DIGESTED, changed, strict=True)) | {n: parts[n] for n in ALWAYS_SENT}
-    return [*(sent[n] for n in PARTS), digests]
+    drawn_anew = {c.key: sent[f"report-figure-{c.key}.data"] for c in figures.CHARTS
+                  if sent[f"report-figure-{c.key}.data"] is not dash.no_update}
+    return [*(sent[n] for n in PARTS), drawn_anew or dash.no_update, digests]
 
 
 # A filter change draws at once the charts near the viewport; one further away is drawn
@@ -348,7 +354,7 @@ def refilter(*args: Any) -> list[Any]:
 clientside_callback(
     ClientsideFunction(namespace="moescope_charts", function_name="draw_near"),
     [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS],
-    [Input(f"report-figure-{c.key}", "data") for c in figures.CHARTS],
+    Input("report-figures", "data"),
     prevent_initial_call=True,
 )
 
