@@ -47,8 +47,14 @@
         return watcher;
     }
 
-    // A printed page shows every chart's current view.
-    window.addEventListener('beforeprint', () => Array.from(pending.keys()).forEach(draw));
+    // A printed page shows every chart's current view. The print is laid out when this
+    // handler returns, before dcc.Graph's own (asynchronous) redraw: plotly draws here too.
+    window.addEventListener('beforeprint', () => Array.from(pending.entries()).forEach(
+        ([id, figure]) => {
+            const plot = document.querySelector('#' + id + ' .js-plotly-plot');
+            if (plot && window.Plotly) { window.Plotly.react(plot, figure.data, figure.layout); }
+            draw(id);
+        }));
 
     window.dash_clientside = Object.assign({}, window.dash_clientside, {
         moescope_charts: {

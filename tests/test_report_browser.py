@@ -209,3 +209,25 @@ def test_a_filter_change_draws_the_charts_in_sight_and_the_rest_when_scrolled_to
     wait_for(browser, lambda d: (c := d.execute_script(CHART_CASES, far))
              and not c["stale"] and set(c["ids"]) == before & nvfp4,
              "the chart scrolled into view redrawn")
+
+
+def test_printing_draws_every_pending_chart(
+    browser: WebDriver, server: tuple[LiveServer, int]
+) -> None:
+    """Before the page is printed, a chart far below (pending since the filter change)
+    shows the filtered cases, with no scrolling."""
+    live, report_id = server
+    browser.set_window_size(browser.get_window_size()["width"], 900)
+    browser.get(f"{live.url}/reports/{report_id}")
+    wait_for_charts(browser, len(figures.CHARTS))
+    nvfp4 = {c["id"] for c in _REFERENCE["cases"] if c["precision"] == "nvfp4"}
+    before = set(browser.execute_script(CHART_CASES, "intensity")["ids"])
+    browser.execute_script("window.dash_clientside.set_props("
+                           "'report-filter-precision', {value: ['nvfp4']})")
+    wait_for(browser, lambda d: d.find_element(By.ID, "report-count").text
+             == "9 of 63 cases in view", "the filtered count")
+    wait_for(browser, lambda d: d.execute_script(CHART_CASES, "intensity")["stale"],
+             "the chart far below pending")
+    browser.execute_script("window.dispatchEvent(new Event('beforeprint'))")
+    drawn = browser.execute_script(CHART_CASES, "intensity")  # at once, not awaited
+    assert not drawn["stale"] and set(drawn["ids"]) == before & nvfp4, drawn
