@@ -343,14 +343,15 @@ def refilter(*args: Any) -> list[Any]:
     parts = view_parts(report_id, view, marks or {}, metric, hint, choices)
     changed, digests = shown.changed_only([parts[n] for n in DIGESTED], drawn)
     sent = dict(zip(DIGESTED, changed, strict=True)) | {n: parts[n] for n in ALWAYS_SENT}
-    drawn_anew = {c.key: sent[f"report-figure-{c.key}.data"] for c in figures.CHARTS
-                  if sent[f"report-figure-{c.key}.data"] is not dash.no_update}
-    return [*(sent[n] for n in PARTS), drawn_anew or dash.no_update, digests]
+    figures_sent = {c.key: sent[f"report-figure-{c.key}.data"] for c in figures.CHARTS
+                    if sent[f"report-figure-{c.key}.data"] is not dash.no_update}
+    return [*(sent[n] for n in PARTS), figures_sent or dash.no_update, digests]
 
 
-# A filter change draws at once the charts near the viewport; one further away is drawn
-# when it comes near, or before the page is printed (static/lazy_charts.js): plotly takes
-# ~50 ms a chart on a slow browser, and most of the page's charts are out of sight.
+# A filter change draws at once the charts in the window; those within a window's height
+# when the browser is idle; one further away when it comes near, or before the page is
+# printed (static/lazy_charts.js): plotly took 35-55 ms a chart in this machine's headless
+# Chromium, and most of the page's charts are out of sight.
 clientside_callback(
     ClientsideFunction(namespace="moescope_charts", function_name="draw_near"),
     [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS],
