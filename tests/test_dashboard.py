@@ -342,7 +342,7 @@ def test_report_page_and_filter_callback(
     assert len(out) == len(report.OUTPUTS)
     named = dict(zip([f"{o.component_id}.{o.component_property}" for o in report.OUTPUTS],
                      out, strict=True))
-    throughput = named["report-graph-throughput.figure"]
+    throughput = named["report-figures.data"]["throughput"]
     assert sum(len(t["x"]) for t in throughput["data"]) == 18
     assert named["report-count.children"] == "18 of 63 cases in view"
     assert named["report-search.data"] == "?precision=bf16"

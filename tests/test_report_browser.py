@@ -159,3 +159,75 @@ def test_the_matrix_keeps_its_metric_through_a_filter_change(
         cells
     assert browser.find_element(By.CSS_SELECTOR, MATRIX_NOTE).text.startswith(
         "% of peak per case")
+
+
+# The case ids a chart draws (a hover id may carry a mark after ' · '), and whether it
+# waits, dimmed, for its filtered figure.
+CHART_CASES = """
+const outer = document.getElementById('report-graph-' + arguments[0]);
+const graph = outer && (outer._fullData ? outer : outer.querySelector('.js-plotly-plot'));
+if (!graph || !graph._fullData) { return null; }
+const ids = graph._fullData.flatMap(t => Array.from(t.customdata || [])
+    .map(row => String(Array.isArray(row) ? row[0] : row).split(' · ')[0]));
+return {ids: ids, stale: graph.closest('.chart').classList.contains('chart--stale')};
+"""
+
+
+def test_a_filter_change_draws_the_charts_in_sight_and_the_rest_when_scrolled_to(
+    browser: WebDriver, server: tuple[LiveServer, int]
+) -> None:
+    """A chart near the viewport shows the filtered cases at once; one far below keeps its
+    figure, marked stale, until it is scrolled into view, then shows the filtered cases."""
+    live, report_id = server
+    # A window of a screen's height (a screenshot before may have grown it to the page's).
+    browser.set_window_size(browser.get_window_size()["width"], 900)
+    browser.get(f"{live.url}/reports/{report_id}")
+    wait_for_charts(browser, len(figures.CHARTS))
+    nvfp4 = {c["id"] for c in _REFERENCE["cases"] if c["precision"] == "nvfp4"}
+    seen = "throughput"
+    # The first chart at the top of the window; the last chart drawn per case is more
+    # than two window heights below it (far in both window sizes).
+    far = browser.execute_script("""
+        document.getElementById('report-chart-throughput').scrollIntoView();
+        const rows = Array.from(document.querySelectorAll('#report-charts .chart-row'))
+            .filter(r => !r.hidden);
+        const last = rows[rows.length - 1];
+        return last.getBoundingClientRect().top > 2.2 * window.innerHeight
+            ? last.id.replace('report-chart-', '') : null;""")
+    assert far, "no chart far enough below the first to stay pending"
+    before = set(browser.execute_script(CHART_CASES, far)["ids"])
+    assert before - nvfp4 and before & nvfp4, before  # the filter changes what it draws
+    browser.execute_script("window.dash_clientside.set_props("
+                           "'report-filter-precision', {value: ['nvfp4']})")
+    wait_for(browser, lambda d: d.find_element(By.ID, "report-count").text
+             == "9 of 63 cases in view", "the filtered count")
+    wait_for(browser, lambda d: set((d.execute_script(CHART_CASES, seen) or {})
+                                    .get("ids", [])) == nvfp4, "the chart in view redrawn")
+    pending = browser.execute_script(CHART_CASES, far)
+    assert pending["stale"] and set(pending["ids"]) == before, pending
+    browser.execute_script(f"document.getElementById('report-chart-{far}').scrollIntoView()")
+    wait_for(browser, lambda d: (c := d.execute_script(CHART_CASES, far))
+             and not c["stale"] and set(c["ids"]) == before & nvfp4,
+             "the chart scrolled into view redrawn")
+
+
+def test_printing_draws_every_pending_chart(
+    browser: WebDriver, server: tuple[LiveServer, int]
+) -> None:
+    """Before the page is printed, a chart far below (pending since the filter change)
+    shows the filtered cases, with no scrolling."""
+    live, report_id = server
+    browser.set_window_size(browser.get_window_size()["width"], 900)
+    browser.get(f"{live.url}/reports/{report_id}")
+    wait_for_charts(browser, len(figures.CHARTS))
+    nvfp4 = {c["id"] for c in _REFERENCE["cases"] if c["precision"] == "nvfp4"}
+    before = set(browser.execute_script(CHART_CASES, "intensity")["ids"])
+    browser.execute_script("window.dash_clientside.set_props("
+                           "'report-filter-precision', {value: ['nvfp4']})")
+    wait_for(browser, lambda d: d.find_element(By.ID, "report-count").text
+             == "9 of 63 cases in view", "the filtered count")
+    wait_for(browser, lambda d: d.execute_script(CHART_CASES, "intensity")["stale"],
+             "the chart far below pending")
+    browser.execute_script("window.dispatchEvent(new Event('beforeprint'))")
+    drawn = browser.execute_script(CHART_CASES, "intensity")  # at once, not awaited
+    assert not drawn["stale"] and set(drawn["ids"]) == before & nvfp4, drawn

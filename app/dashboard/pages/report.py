@@ -8,7 +8,16 @@ from typing import Any
 
 import dash
 import dash_ag_grid as dag
-from dash import Input, Output, State, callback, clientside_callback, dcc, html
+from dash import (
+    ClientsideFunction,
+    Input,
+    Output,
+    State,
+    callback,
+    clientside_callback,
+    dcc,
+    html,
+)
 
 from app import figures
 from app.case_fields import FILTERABLE, TABLED, CaseField, CaseFilter
@@ -111,7 +120,7 @@ def chart_rows(panels: list[chart_panels.ChartPanel], parts: dict[str, Any]) -> 
     then one line per chart left out and why."""
     return [*(html.Section([
         html.Div(dcc.Graph(id=f"report-graph-{p.key}",
-                           figure=parts[f"report-graph-{p.key}.figure"], config=GRAPH_CONFIG),
+                           figure=parts[f"report-figure-{p.key}.data"], config=GRAPH_CONFIG),
                  className="chart"),
         html.Aside(chart_aside(p.key, parts), id=f"report-aside-{p.key}",
                    className="chart-aside"),
@@ -206,6 +215,9 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         dcc.Store(id="report-search", data=parts["report-search.data"]),
         dcc.Store(id="report-search-applied"),
         dcc.Store(id="report-shown", data=shown.digests([parts[n] for n in DIGESTED])),
+        # A filter change's figures (those that changed, by chart) go here first;
+        # static/lazy_charts.js draws each when its chart is in or near the window.
+        dcc.Store(id="report-figures"),
         header(view.header, parts["report-export-link.href"]),
         provenance.provenance_line(view.meta, rid, previous),
         html.Div([html.P(p) for p in problems], id="report-url-problems",
@@ -256,7 +268,7 @@ def view_parts(report_id: int, view: report_view.ReportView, marks: dict[str, An
     parts: dict[str, Any] = {}
     for p in view.panels:
         parts.update({
-            f"report-graph-{p.key}.figure": NOT_DRAWN if p.absent else p.figure,
+            f"report-figure-{p.key}.data": NOT_DRAWN if p.absent else p.figure,
             f"report-aside-{p.key}-drawn.children": drawn_text(p),
             f"report-aside-{p.key}-notes.children": chart_notes(p),
             f"report-aside-{p.key}-caveats.children": caveat_badges(p.caveats),
@@ -285,7 +297,7 @@ def view_parts(report_id: int, view: report_view.ReportView, marks: dict[str, An
 
 PARTS: list[str] = [
     *(part for c in figures.CHARTS for part in (
-        f"report-graph-{c.key}.figure", f"report-aside-{c.key}-drawn.children",
+        f"report-aside-{c.key}-drawn.children",
         f"report-aside-{c.key}-notes.children", f"report-aside-{c.key}-caveats.children",
         f"report-chart-{c.key}.hidden")),
     "report-matrix.children", "report-rows.data", "report-count.children",
@@ -303,11 +315,15 @@ def _output(part: str) -> Output:
     return Output(component, prop)
 
 
-OUTPUTS = [_output(part) for part in PARTS] + [Output("report-shown", "data")]
+# Every chart's figure, sent in one store (one store update in Dash's renderer, not one a
+# chart), by chart key, only those that changed.
+FIGURES: list[str] = [f"report-figure-{c.key}.data" for c in figures.CHARTS]
+OUTPUTS = [_output(part) for part in PARTS] + [Output("report-figures", "data"),
+                                               Output("report-shown", "data")]
 # The table's rows and the caveat list are the view's cases themselves: they change with
 # the view, and their digests (megabytes of JSON at 5,000 cases) cost more than sending.
 ALWAYS_SENT = ("report-rows.data", "report-caveat-list.children")
-DIGESTED = [part for part in PARTS if part not in ALWAYS_SENT]
+DIGESTED = [part for part in PARTS if part not in ALWAYS_SENT] + FIGURES
 
 
 @callback(OUTPUTS, [Input(f"report-filter-{f.wire}", "value") for f in FILTERABLE],
@@ -327,7 +343,21 @@ def refilter(*args: Any) -> list[Any]:
     parts = view_parts(report_id, view, marks or {}, metric, hint, choices)
     changed, digests = shown.changed_only([parts[n] for n in DIGESTED], drawn)
     sent = dict(zip(DIGESTED, changed, strict=True)) | {n: parts[n] for n in ALWAYS_SENT}
-    return [*(sent[n] for n in PARTS), digests]
+    figures_sent = {c.key: sent[f"report-figure-{c.key}.data"] for c in figures.CHARTS
+                    if sent[f"report-figure-{c.key}.data"] is not dash.no_update}
+    return [*(sent[n] for n in PARTS), figures_sent or dash.no_update, digests]
+
+
+# A filter change draws at once the charts in the window; those within a window's height
+# when the browser is idle; one further away when it comes near, or before the page is
+# printed (static/lazy_charts.js): plotly took 35-55 ms a chart in this machine's headless
+# Chromium, and most of the page's charts are out of sight.
+clientside_callback(
+    ClientsideFunction(namespace="moescope_charts", function_name="draw_near"),
+    [Output(f"report-graph-{c.key}", "figure") for c in figures.CHARTS],
+    Input("report-figures", "data"),
+    prevent_initial_call=True,
+)
 
 
 # A filter change redraws the matrix with everything else (refilter); this is the metric.
