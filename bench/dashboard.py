@@ -213,7 +213,7 @@ def http_callback_times(base_url: str, report_id: int, n: int) -> list[float]:
     from app.matrix_metrics import DEFAULT_METRIC
 
     deps = httpx.get(base_url + "/_dash-dependencies", timeout=30).json()
-    spec = next(d for d in deps if "report-figure-throughput.data" in d["output"])
+    spec = next(d for d in deps if "report-figures.data" in d["output"])
 
     def body(values: list[list[str]]) -> dict[str, Any]:
         by_id = dict(zip([f"report-filter-{f.wire}" for f in FILTERABLE], values, strict=True))
