@@ -22,15 +22,20 @@
         return graph.closest('.chart') || graph;
     }
 
-    function draw(id) {
-        const figure = pending.get(id);
-        if (figure === undefined) { return; }
+    // The chart shows its current figure: nothing pending, not watched, not dimmed.
+    function settle(id) {
         pending.delete(id);
         const graph = document.getElementById(id);
         if (graph) {
             observer().unobserve(graph);
             frame(graph).classList.remove(STALE);
         }
+    }
+
+    function draw(id) {
+        const figure = pending.get(id);
+        if (figure === undefined) { return; }
+        settle(id);
         window.dash_clientside.set_props(id, {figure: figure});
     }
 
@@ -67,11 +72,7 @@
                     if (figure === undefined) { return window.dash_clientside.no_update; }
                     const graph = document.getElementById(id);
                     if (!graph || inSight(graph)) {
-                        pending.delete(id);
-                        if (graph) {
-                            observer().unobserve(graph);
-                            frame(graph).classList.remove(STALE);
-                        }
+                        settle(id);
                         return figure;
                     }
                     pending.set(id, figure);
