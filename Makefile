@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 export MOESCOPE_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@127.0.0.1:5432/test
 
-.PHONY: install demo serve test check lint postgres bench clean plotly-bundle docs-assets
+.PHONY: install demo serve test check lint postgres bench clean plotly-bundle regenerator-runtime \
+	docs-assets
 
 install: $(VENV)/.installed
 
@@ -48,6 +49,15 @@ plotly-bundle: install
 	tmp=$$(mktemp -d) && cd $$tmp && npm pack --silent plotly.js-cartesian-dist-min@$$version >/dev/null && \
 	tar xzf plotly.js-cartesian-dist-min-$$version.tgz && \
 	cp package/plotly-cartesian.min.js $(CURDIR)/static/vendor/plotly-cartesian.min.js && rm -rf $$tmp
+
+# Dash's lazy component loader needs regeneratorRuntime, which the dashboard serves instead
+# of Babel's whole polyfill (app/dashboard/__init__.py says why); MIT, Facebook.
+REGENERATOR_RUNTIME_VERSION := 0.14.1
+regenerator-runtime:
+	tmp=$$(mktemp -d) && cd $$tmp && \
+	npm pack --silent regenerator-runtime@$(REGENERATOR_RUNTIME_VERSION) >/dev/null && \
+	tar xzf regenerator-runtime-$(REGENERATOR_RUNTIME_VERSION).tgz && \
+	cp package/runtime.js $(CURDIR)/static/vendor/regenerator-runtime.js && rm -rf $$tmp
 
 # /docs and /redoc draw with these, served by the app itself (an air-gapped cluster has no
 # CDN); refresh with the versions below (needs npm and the npm registry). Redoc's sidebar

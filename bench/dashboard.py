@@ -64,6 +64,14 @@ check();
 """
 
 
+TABLE_JS = """
+const done = arguments[arguments.length - 1];
+(function check() {
+  if (document.querySelector('#report-grid .ag-row')) { done(); } else { setTimeout(check, 10); }
+})();
+"""
+
+
 def chart_count() -> int:
     # Every chart of the report page, so a chart added to the list is waited for too.
     from app.figures import CHARTS
@@ -154,7 +162,7 @@ const onScreen = el => { const box = el.getBoundingClientRect();
 function chartDrawn(row) {
   const g = row.querySelector('.js-plotly-plot');
   if (!g || !g._fullData || !g.querySelector('.main-svg')
-      || row.querySelector('.chart--stale')) { return false; }
+      || row.querySelector('.stale')) { return false; }
   const shown = [];
   for (const trace of g.data) {
     for (const r of trace.customdata || []) {
@@ -323,6 +331,9 @@ def redraw_times(base_url: str, report_id: int, in_view: list[str], total: int, 
         for _ in range(loads):
             driver.get(f"{base_url}/reports/{report_id}")
             driver.execute_async_script(DRAWN_JS, chart_count())
+            # The page as a user finds it a moment later: the case table built (below the
+            # charts, once they are drawn and the browser is idle) and holding its rows.
+            driver.execute_async_script(TABLE_JS)
             if scrolled_to:
                 driver.execute_script(f"document.getElementById('{scrolled_to}')"
                                       ".scrollIntoView()")

@@ -347,18 +347,39 @@ def test_report_page_and_filter_callback(
     assert named["report-count.children"] == "18 of 63 cases in view"
     assert named["report-search.data"] == "?precision=bf16"
     assert named["report-export-link.href"] == export + "?precision=bf16"
+    # The export link opens the file on the matrix metric the page shows.
+    named_pct = dict(zip([f"{o.component_id}.{o.component_property}" for o in report.OUTPUTS],
+                         report.refilter(*values, reference_id, None, "percentOfPeak", None),
+                         strict=True))
+    assert named_pct["report-export-link.href"] == \
+        export + "?precision=bf16&matrixMetric=percentOfPeak"
+    _, href = report.rematrix("layerMS", *values, reference_id)
+    assert href == export + "?precision=bf16&matrixMetric=layerMS"
     assert len(named["report-rows.data"]) == 18
     assert named["report-cap-banner.hidden"] is True  # every case charted: no banner
     legend = texts(named["report-legend.children"])
     assert "bf16" in legend and "nvfp4" not in legend
 
-    # The CSV: the rows the grid shows, in its order, with exact values.
-    shown = list(reversed(named["report-rows.data"]))[:5]
-    download = report.download_csv(1, shown, None, reference_id)
+    # The CSV: the rows the grid shows (its own filter and sort over the view's rows), in
+    # its order, with exact values.
+    view = named["report-rows.data"]
+    shown = list(reversed(view))[:5]
+    download = report.download_csv(1, shown, view, view, reference_id)
     parsed = list(csv.DictReader(io.StringIO(download["content"])))
     exact = {c["id"]: c for c in reference["cases"]}
     assert [r["id"] for r in parsed] == [r["id"] for r in shown]
     assert all(float(r["usefulTFPerGPU"]) == exact[r["id"]]["usefulTFPerGPU"] for r in parsed)
+    # A table still holding the view before the filter (it takes the new rows when it comes
+    # near the window): the CSV is the view's rows, not the table's.
+    earlier = [{"id": c["id"]} for c in reference["cases"]]
+    download = report.download_csv(1, earlier[:7], earlier, view, reference_id)
+    parsed = list(csv.DictReader(io.StringIO(download["content"])))
+    assert [r["id"] for r in parsed] == [r["id"] for r in view]
+    assert {exact[r["id"]]["precision"] for r in parsed} == {"bf16"}
+    # The table, built once the charts are drawn: its CSV button and an empty grid.
+    table = report.mount_table(True)
+    assert find(table, "report-grid").rowData == []
+    assert find(table, "report-csv-button").children == "Download CSV of the rows in view"
     assert "Not found" in texts(report.layout("12345"))
     assert "Not found" in texts(report.layout("abc"))
 

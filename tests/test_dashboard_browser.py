@@ -226,6 +226,15 @@ def test_reference_report_draws_every_chart(page: Callable[[str], WebDriver],
         "return performance.getEntriesByType('resource').map(r => r.name)")
     assert any("plotly-cartesian.min.js" in s for s in scripts), scripts
     assert not any("plotly.min.js" in s for s in scripts), scripts
+    # No Babel polyfill (app/dashboard/__init__.py): the browser's own array iterators and
+    # trim (core-js marks the functions it puts in their place), and regeneratorRuntime
+    # for Dash's lazy components (the dropdowns, the graphs, the table drawn above).
+    assert not any("polyfill" in s for s in scripts), scripts
+    assert driver.execute_script("""
+        return typeof regeneratorRuntime === 'object' && [Array.prototype.values,
+            Array.prototype[Symbol.iterator], String.prototype.trim, Number.parseFloat]
+          .every(f => !Object.getOwnPropertyNames(f).some(n => n.startsWith('Symbol(src)')));
+        """)
     shot(driver, "report")
 
 

@@ -207,6 +207,11 @@ def test_route_serves_a_download_with_the_case_filters_and_the_source_hash(
     rows = table_rows(linked.by_id("export-cases").find_all("table")[0])[1:]
     assert [r[0] for r in rows] == [c["id"] for c in reference["cases"]
                                     if c["ep"] in (8, 16) and c["imbalance"] == 1]
+    # ... and the matrix metric the page shows, which the file opens on.
+    href = links.report_export_href(report_id, CaseFilter(ep=[8]), "layerMS")
+    assert href.endswith("?ep=8&matrixMetric=layerMS")
+    assert 'value="layerMS" checked' in client.get(href).text
+    assert "matrixMetric" not in links.report_export_href(report_id, CaseFilter(ep=[8]))
 
     bad = client.get(f"/api/v1/reports/{report_id}/export.html", params={"ep": "eight"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "ep", 0]

@@ -169,7 +169,7 @@ const graph = outer && (outer._fullData ? outer : outer.querySelector('.js-plotl
 if (!graph || !graph._fullData) { return null; }
 const ids = graph._fullData.flatMap(t => Array.from(t.customdata || [])
     .map(row => String(Array.isArray(row) ? row[0] : row).split(' · ')[0]));
-return {ids: ids, stale: graph.closest('.chart').classList.contains('chart--stale')};
+return {ids: ids, stale: graph.closest('.chart').classList.contains('stale')};
 """
 
 
@@ -209,6 +209,43 @@ def test_a_filter_change_draws_the_charts_in_sight_and_the_rest_when_scrolled_to
     wait_for(browser, lambda d: (c := d.execute_script(CHART_CASES, far))
              and not c["stale"] and set(c["ids"]) == before & nvfp4,
              "the chart scrolled into view redrawn")
+
+
+TABLE = """
+const grid = document.getElementById('report-grid');
+const paging = grid && grid.querySelector('.ag-paging-row-summary-panel');
+return grid && {cases: paging ? paging.textContent.trim().split(' of ').pop() : null,
+                stale: document.getElementById('report-table').classList.contains('stale')};
+"""
+
+
+def test_the_case_table_takes_a_filters_rows_when_it_comes_near(
+    browser: WebDriver, server: tuple[LiveServer, int]
+) -> None:
+    """The table is built below the charts once they are drawn, with every case. A filter
+    changed at the top of the page leaves it dimmed with its rows until it is scrolled
+    to; then it shows the view's."""
+    live, report_id = server
+    browser.set_window_size(browser.get_window_size()["width"], 900)
+    browser.get(f"{live.url}/reports/{report_id}")
+    wait_for_charts(browser, len(figures.CHARTS))
+    wait_for(browser, lambda d: (d.execute_script(TABLE) or {}).get("cases") == "63",
+             "the table built with every case")
+    browser.execute_script("window.scrollTo(0, 0)")
+    browser.execute_script("window.dash_clientside.set_props("
+                           "'report-filter-precision', {value: ['nvfp4']})")
+    wait_for(browser, lambda d: d.find_element(By.ID, "report-count").text
+             == "9 of 63 cases in view", "the filtered count")
+    waiting = wait_for(browser, lambda d: (t := d.execute_script(TABLE))["stale"] and t,
+                       "the table far below waiting")
+    assert waiting["cases"] == "63", waiting
+    browser.execute_script("document.getElementById('report-grid').scrollIntoView()")
+    wait_for(browser, lambda d: d.execute_script(TABLE) == {"cases": "9", "stale": False},
+             "the table scrolled to showing the view")
+    links = browser.execute_script("return Array.from(document.querySelectorAll("
+                                   "'#report-grid .ag-row a.case-link')).map(a => a.text)")
+    nvfp4 = {c["id"] for c in _REFERENCE["cases"] if c["precision"] == "nvfp4"}
+    assert set(links) == nvfp4
 
 
 def test_printing_draws_every_pending_chart(
