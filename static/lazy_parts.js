@@ -4,7 +4,7 @@
  * charts in sight show first); one further away keeps its old figure, dimmed and marked
  * "updating", until it comes near (an IntersectionObserver) or the page is printed. The case
  * table below the charts is built once the charts are drawn and the browser is idle, and
- * takes a filter's rows the same way as a chart its figure. Plotly's redraw was half of a
+ * asks for a filter's rows the way a chart takes its figure. Plotly's redraw was half of a
  * filter change's time and at most three charts are in sight at once; building the table
  * (ag-grid) cost the first load 0.3 s and updating it a filter change 0.12 s, unseen. The
  * page's first load draws every chart (app/dashboard/pages/report.py). */
@@ -63,11 +63,6 @@
     window.addEventListener('beforeprint', () => Array.from(waiting.entries()).forEach(
         ([id, wait]) => { wait.print(); show(id); }));
 
-    // The case table's rows with each case's mark against its history (moved_cases).
-    function tableRows(rows, marks) {
-        return (rows || []).map(row => Object.assign({}, row, (marks || {})[row.id] || {}));
-    }
-
     function chartsDrawn() {
         const charts = document.querySelectorAll('#report-charts .chart').length;
         const drawn = Array.from(document.querySelectorAll('#report-charts .js-plotly-plot'))
@@ -112,21 +107,19 @@
                 return true;
             },
 
-            // The rows of the view for the table: at once when the table is being built (it
-            // is not in the document yet) or is in sight, else when it comes near (or before
-            // printing). Before the table is built, nothing: it takes the rows when it is.
-            rows_near: function (rows, _table, marks) {
-                const shown = tableRows(rows, marks);
-                const built = window.dash_clientside.callback_context.triggered
-                    .some(t => t.prop_id === 'report-table.children');
+            // A filter changed the view (its query, the input): the table asks for its rows
+            // (a server callback) at once when in sight, else when it comes near (or before
+            // printing). Before the table is built, nothing: it is built with them.
+            rows_near: function (search) {
                 const grid = document.getElementById('report-grid');
-                if (built || (grid && inSight(grid))) {
+                const wanted = {search: search, at: Date.now()};
+                if (!grid || inSight(grid)) {
                     if (grid) { settle(grid.id); }
-                    return shown;
+                    return grid ? wanted : noUpdate();
                 }
-                if (!grid) { return noUpdate(); }
                 whenNear(grid, document.getElementById('report-table') || grid,
-                         () => window.dash_clientside.set_props(grid.id, {rowData: shown}),
+                         () => window.dash_clientside.set_props('report-rows-wanted',
+                                                                {data: wanted}),
                          () => {});
                 return noUpdate();
             },

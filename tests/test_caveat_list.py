@@ -36,3 +36,15 @@ def test_the_list_names_each_case_carrying_a_code(reference: dict[str, Any]) -> 
                for link in hot)
     assert "by 8.0 x" in next(link.title for link in hot if link.children.endswith("-i8"))
     assert isinstance(caveat_list(7, [])[0], html.Div)
+
+
+def test_a_long_list_links_the_first_cases_and_counts_the_rest(
+        reference: dict[str, Any]) -> None:
+    noisy = [dict(c, id=f"case-{i}", caveats=[{"code": "noisy_windows", "message": "m"}])
+             for i, c in enumerate(reference["cases"] * 3)]  # 189 cases
+    group = caveat_list(7, noisy)[0]
+    heading, linked, more = group.children
+    assert "189 case(s)" in heading.children[1]
+    assert [link.children for link in linked.children] == [f"case-{i}" for i in range(100)]
+    assert more.children == ("... and 89 more: the case table's caveats column filters on "
+                             "noisy_windows")

@@ -19,7 +19,7 @@ from page_helpers import find, texts
 from sqlalchemy.orm import Session
 
 from app import figures
-from app.case_fields import CaseFilter
+from app.case_fields import FILTERABLE, CaseFilter
 from app.dashboard import filters, links
 from app.main import create_app
 from app.matrix_metrics import DEFAULT_METRIC
@@ -119,13 +119,11 @@ def test_cap_banner_names_both_counts() -> None:
 
 
 def _drawn_ids(spec: dict[str, Any]) -> set[str]:
-    """Every case id a chart draws (hover ids, heatmap rows)."""
+    """Every case id a chart draws (hover ids)."""
     ids: set[str] = set()
     for trace in spec["data"]:
-        if trace["type"] == "heatmap":  # rows are labelled by configuration; hover names ids
-            ids.update(row[0] for row in trace["customdata"])
-        else:
-            ids.update(row[0] for row in trace.get("customdata") or [])
+        # The routing heatmap's rows are its imbalance dots' cases (they name their ids).
+        ids.update(row[0] for row in trace.get("customdata") or [])
     return ids
 
 
@@ -159,7 +157,8 @@ def test_report_view_over_the_cap_shows_the_banner_and_keeps_every_row(
     page = report.layout(str(reference_id))
     banner = find(page, "report-cap-banner")
     assert banner.children == chart_panels.cap_banner(20, 63) and not banner.hidden
-    assert len(find(page, "report-rows").data) == 63
+    table = report.mount_table(True, *[[] for _ in FILTERABLE], reference_id, None)
+    assert len(find(table, "report-grid").rowData) == 63
     graph = find(page, "report-graph-throughput")
     assert sum(len(t["x"]) for t in graph.figure["data"]) == 20
     assert "20 of 63 cases in view charted" in texts(find(page, "report-aside-throughput"))
@@ -355,31 +354,36 @@ def test_report_page_and_filter_callback(
         export + "?precision=bf16&matrixMetric=percentOfPeak"
     _, href = report.rematrix("layerMS", *values, reference_id)
     assert href == export + "?precision=bf16&matrixMetric=layerMS"
-    assert len(named["report-rows.data"]) == 18
     assert named["report-cap-banner.hidden"] is True  # every case charted: no banner
     legend = texts(named["report-legend.children"])
     assert "bf16" in legend and "nvfp4" not in legend
 
+    # The table, built once the charts are drawn: its CSV button and the view's rows, each
+    # case with its mark against history; a filter's rows when the table asks for them.
+    exact = {c["id"]: c for c in reference["cases"]}
+    bf16 = [c["id"] for c in reference["cases"] if c["precision"] == "bf16"]
+    marks = {bf16[0]: {"historyChange": 12.5}}
+    table = report.mount_table(True, *values, reference_id, marks)
+    assert find(table, "report-csv-button").children == "Download CSV of the rows in view"
+    view = find(table, "report-grid").rowData
+    assert [r["id"] for r in view] == bf16 and len(view) == 18
+    assert view[0]["historyChange"] == 12.5 and "historyChange" not in view[1]
+    assert view[1]["layerMS"] == pytest.approx(exact[bf16[1]]["layerMS"], rel=1e-5)
+    assert report.table_rows({"at": 1}, *values, reference_id, None) == [
+        {k: v for k, v in r.items() if k != "historyChange"} for r in view]
     # The CSV: the rows the grid shows (its own filter and sort over the view's rows), in
     # its order, with exact values.
-    view = named["report-rows.data"]
     shown = list(reversed(view))[:5]
-    download = report.download_csv(1, shown, view, view, reference_id)
+    download = report.download_csv(1, shown, view, *values, reference_id)
     parsed = list(csv.DictReader(io.StringIO(download["content"])))
-    exact = {c["id"]: c for c in reference["cases"]}
     assert [r["id"] for r in parsed] == [r["id"] for r in shown]
     assert all(float(r["usefulTFPerGPU"]) == exact[r["id"]]["usefulTFPerGPU"] for r in parsed)
     # A table still holding the view before the filter (it takes the new rows when it comes
     # near the window): the CSV is the view's rows, not the table's.
     earlier = [{"id": c["id"]} for c in reference["cases"]]
-    download = report.download_csv(1, earlier[:7], earlier, view, reference_id)
+    download = report.download_csv(1, earlier[:7], earlier, *values, reference_id)
     parsed = list(csv.DictReader(io.StringIO(download["content"])))
-    assert [r["id"] for r in parsed] == [r["id"] for r in view]
-    assert {exact[r["id"]]["precision"] for r in parsed} == {"bf16"}
-    # The table, built once the charts are drawn: its CSV button and an empty grid.
-    table = report.mount_table(True)
-    assert find(table, "report-grid").rowData == []
-    assert find(table, "report-csv-button").children == "Download CSV of the rows in view"
+    assert [r["id"] for r in parsed] == bf16
     assert "Not found" in texts(report.layout("12345"))
     assert "Not found" in texts(report.layout("abc"))
 

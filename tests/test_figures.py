@@ -192,8 +192,11 @@ def test_routing_heatmap_is_case_by_rank(
     # the hover naming its id.
     label = {c["id"]: f"{c['mode']} EP{c['ep']} F{c['F']} i{c['imbalance']:g} "
                       f"{c['category']} · {c['precision']} {c['pipeline']}" for c in cases}
-    row_ids = [row[0] for row in heat.customdata]
-    assert sorted(row_ids) == sorted(label) and list(heat.y) == [label[i] for i in row_ids]
+    # Each row's label names one case (the hover shows it; no id per cell).
+    by_label = {v: k for k, v in label.items()}
+    assert len(by_label) == len(label) and sorted(heat.y) == sorted(by_label)
+    row_ids = [by_label[y] for y in heat.y]
+    assert heat.customdata is None and "%{y}" in heat.hovertemplate
     assert heat.y[0] == "inference EP8 F3072 i1 single_layer · bf16 standard"
     case = by_id(cases)
     for row, case_id in zip(heat.z, row_ids, strict=True):

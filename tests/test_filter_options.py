@@ -3,9 +3,10 @@ disabled options, the empty view's hint and the URL's bad values."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
-from app.case_fields import CaseFilter
+from app.case_fields import FILTERABLE, CaseFilter
 from app.dashboard.filter_options import (
     all_options,
     empty_hint,
@@ -38,6 +39,24 @@ def test_training_offers_no_ep8_and_no_nvfp4(reference: Body) -> None:
     # A chosen value stays enabled at 0, so it can be removed.
     both = CaseFilter(mode=["training"], ep=[8])
     assert not {o["value"]: o for o in all_options(FACETS, cases, both)["ep"]}["8"]["disabled"]
+
+
+def test_counts_under_several_filters(reference: Body) -> None:
+    cases = reference["cases"]
+    counts = option_counts(cases, CaseFilter(mode=["training"], precision=["bf16"]))
+    # Training in bf16: one variant (standard) of 3 configurations at EP 32, 6 at EP 64.
+    assert counts["ep"] == {32: 3, 64: 6}
+    assert counts["precision"] == {"bf16": 9, "mxfp8": 18}  # training, any precision
+    assert counts["mode"] == {"inference": 9, "training": 9}  # bf16, either mode
+    # Each field's counts as defined: the cases passing every other field's filter.
+    for chosen in (CaseFilter(ep=[8, 64], imbalance=[1.0, 8.0], pipeline=["mega"]),
+                   CaseFilter(precision=["nvfp4"], mode=["training"]), CaseFilter()):
+        counts = option_counts(cases, chosen)
+        for field in FILTERABLE:
+            others = [(f.wire, v) for f, v in chosen.active() if f.wire != field.wire]
+            assert counts[field.wire] == Counter(
+                c.get(field.wire) for c in cases if all(c.get(w) in v for w, v in others)
+            ), (chosen, field.wire)
 
 
 def test_an_empty_view_names_the_filter_to_relax(reference: Body) -> None:

@@ -1,5 +1,7 @@
 """The cases in view that carry each caveat, under the code's meaning: where a badge's click
-lands. Each case links to its page, its own message on hover."""
+lands. Each case links to its page, its own message on hover; past ``LINKED`` cases a line
+says how many more carry it and where to find them all (a 5,000-case report put 16,000
+links on the page, and built them on every filter change)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from dash import dcc, html
 from app.case_fields import CaseDict
 from app.dashboard import links
 from ingest.derived import CAVEAT_CODES, CAVEAT_MEANINGS
+
+LINKED = 100  # cases linked per caveat
 
 
 def caveat_list(report_id: int, cases: Sequence[CaseDict]) -> list[html.Div]:
@@ -27,5 +31,8 @@ def caveat_list(report_id: int, cases: Sequence[CaseDict]) -> list[html.Div]:
                  f" {len(carrying[code])} case(s): {CAVEAT_MEANINGS.get(code, '')}"]),
         html.Div([dcc.Link(case_id, href=links.case_href(report_id, case_id), title=message,
                            className="caveat-case")
-                  for case_id, message in carrying[code]], className="caveat-cases"),
+                  for case_id, message in carrying[code][:LINKED]], className="caveat-cases"),
+        *([html.Div(f"... and {len(carrying[code]) - LINKED:,} more: the case table's caveats "
+                    f"column filters on {code}", className="muted")]
+          if len(carrying[code]) > LINKED else []),
     ], id=f"report-caveat-{code}", className="caveat-group") for code in codes]

@@ -18,9 +18,19 @@ def _matches(case: CaseDict, filters: CaseFilter, skip: str | None = None) -> bo
 
 def option_counts(cases: Sequence[CaseDict], filters: CaseFilter) -> dict[str, Counter[Any]]:
     """Per filterable field, how many cases each value would show with the other filters
-    as they are (the field's own filter left out, so its options stay choosable)."""
-    return {f.wire: Counter(c.get(f.wire) for c in cases if _matches(c, filters, f.wire))
-            for f in FILTERABLE}
+    as they are (the field's own filter left out, so its options stay choosable). One pass:
+    a case that every filter passes counts for every field, one that fails a single filter
+    for that filter's field only (at 5,000 cases, a pass per field took 0.12 s a change)."""
+    active = [(f.wire, set(values)) for f, values in filters.active()]
+    counts: dict[str, Counter[Any]] = {f.wire: Counter() for f in FILTERABLE}
+    for case in cases:
+        failed = [wire for wire, values in active if case.get(wire) not in values]
+        if not failed:
+            for wire, counter in counts.items():
+                counter[case.get(wire)] += 1
+        elif len(failed) == 1:
+            counts[failed[0]][case.get(failed[0])] += 1
+    return counts
 
 
 def options(values: Sequence[Any], counts: Counter[Any], chosen: Sequence[Any]

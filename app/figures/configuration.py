@@ -5,7 +5,7 @@ configuration matrix both place cases by it, so a point and a cell carry the sam
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any
 
 from app.case_fields import CaseDict
@@ -79,14 +79,19 @@ class Placement:
 
 
 def placement(cases: Sequence[CaseDict]) -> Placement:
-    variants = sorted({variant(c) for c in cases}, key=variant_key)
+    # Each case read once, its configuration as a plain tuple (Configuration's fields in
+    # order), a Configuration made per distinct one: every per-case chart places its cases,
+    # 15 times a filter change, and at 5,000 cases a dataclass per case was half the cost.
+    keys = [(str(c["id"]), (str(c["mode"]), int(c["ep"]), str(c["category"]), int(c["F"]),
+                            float(c["imbalance"])), variant(c)) for c in cases]
+    variants = sorted({v for _, _, v in keys}, key=variant_key)
     column = {v: i for i, v in enumerate(variants)}
-    configs = sorted({configuration(c) for c in cases},
+    configs = sorted((Configuration(*k) for k in {k for _, k, _ in keys}),
                      key=lambda c: (rank("mode", c.mode), c.category, c.ep, c.F, c.imbalance))
-    index = {c: i for i, c in enumerate(configs)}
+    index = {astuple(c): i for i, c in enumerate(configs)}
     width = _FILL / max(len(variants), 1)
-    x = {str(c["id"]): index[configuration(c)] + (column[variant(c)] - (len(variants) - 1) / 2)
-         * width for c in cases}
+    x = {case_id: index[config] + (column[v] - (len(variants) - 1) / 2) * width
+         for case_id, config, v in keys}
     groups: list[Group] = []
     for i, config in enumerate(configs):
         title = f"{config.mode} · {config.category}"

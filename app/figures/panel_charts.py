@@ -141,9 +141,9 @@ def routing_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
         # Between the panels, clear of both: the heatmap ends at 0.64, the dots start at 0.8.
         "colorbar": {"title": titled("rows"), "x": 0.66, "xanchor": "left", "thickness": 14,
                      "ticklabeloverflow": "allow"},
-        "customdata": [[hover_id(c)] * max(ranks, 1) for c in cases],
-        "hovertemplate": "<b>%{customdata}</b><br>rank %{x}: %{z} rows received"
-                         "<extra></extra>",
+        # The row's label names its case (the id where two would share one); the case id on
+        # every cell (customdata) made this chart 1.5 MB of a 5,000-case view's 2.2 MB.
+        "hovertemplate": "<b>%{y}</b><br>rank %{x}: %{z} rows received<extra></extra>",
     }]
     for key, group in grouped(cases).items():
         data.append(scatter(

@@ -165,6 +165,13 @@ def report_view(reports: ReportCache, session: Session, report_id: int, filters:
                       every_case=report.cases)
 
 
+def view_rows(reports: ReportCache, session: Session, report_id: int, filters: CaseFilter
+              ) -> list[dict[str, Any]]:
+    """The case table's rows of the cases in view (``ReportView.rows`` without the rest)."""
+    report = reports.report(session, report_id)
+    return [dict(report.rows[i]) for i in _picked(session, report, filters)]
+
+
 def _picked(session: Session, report: ReportData, filters: CaseFilter) -> list[int]:
     """Where in ``report.cases`` the cases that pass the filters are. The database decides
     which pass (one implementation of filtering); the cached cases are not decoded again."""

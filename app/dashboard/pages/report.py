@@ -175,7 +175,7 @@ TABLE_HEIGHT = "560px"
 
 
 def case_grid() -> dag.AgGrid:
-    """Empty at first: its rows come from ``report-rows`` (static/lazy_parts.js)."""
+    """Without rows: ``mount_table`` and ``table_rows`` give it those of the view."""
     return dag.AgGrid(
         id="report-grid", rowData=[],
         columnDefs=[*COLUMN_DEFS[:FIRST_SHOWN], moved_cases.TREND_COLUMN,
@@ -249,9 +249,9 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
                      id="report-caveats", className="notes-panel"),
         html.Section([
             html.H2("Cases"),
-            dcc.Store(id="report-rows", data=parts["report-rows.data"]),
-            dcc.Store(id="report-table-wanted"),
-            # Built once the charts are drawn (mount_table), then given the view's rows.
+            dcc.Store(id="report-table-wanted"), dcc.Store(id="report-rows-wanted"),
+            # Built once the charts are drawn (mount_table); a filter's rows come when it
+            # is near the window (table_rows).
             html.Div(id="report-table", style={"minHeight": TABLE_HEIGHT}),
         ], className="cases", id="report-cases"),
     ])
@@ -280,7 +280,7 @@ def view_parts(report_id: int, view: report_view.ReportView, marks: dict[str, An
     parts.update({
         "report-matrix.children": matrix_table.matrix_table(
             report_id, build_matrix(view.cases, metric)),
-        "report-rows.data": view.rows, "report-count.children": view.count_text,
+        "report-count.children": view.count_text,
         "report-cap-banner.children": view.banner, "report-cap-banner.hidden": not view.banner,
         "report-search.data": filters.search_from_filters(view.filters),
         "report-legend.children": style_legend(view.charted),
@@ -303,7 +303,7 @@ PARTS: list[str] = [
         f"report-aside-{c.key}-drawn.children",
         f"report-aside-{c.key}-notes.children", f"report-aside-{c.key}-caveats.children",
         f"report-chart-{c.key}.hidden")),
-    "report-matrix.children", "report-rows.data", "report-count.children",
+    "report-matrix.children", "report-count.children",
     "report-cap-banner.children", "report-cap-banner.hidden", "report-search.data",
     "report-legend.children", "report-export-link.href", "report-moved-list.children",
     "report-empty.children", "report-empty.hidden", "report-charts.hidden",
@@ -323,9 +323,9 @@ def _output(part: str) -> Output:
 FIGURES: list[str] = [f"report-figure-{c.key}.data" for c in figures.CHARTS]
 OUTPUTS = [_output(part) for part in PARTS] + [Output("report-figures", "data"),
                                                Output("report-shown", "data")]
-# The table's rows and the caveat list are the view's cases themselves: they change with
-# the view, and their digests (megabytes of JSON at 5,000 cases) cost more than sending.
-ALWAYS_SENT = ("report-rows.data", "report-caveat-list.children")
+# The caveat list names the view's cases: it changes with the view, and its digest costs
+# more than sending it. (The table's rows are not sent here: table_rows.)
+ALWAYS_SENT = ("report-caveat-list.children",)
 DIGESTED = [part for part in PARTS if part not in ALWAYS_SENT] + FIGURES
 
 
@@ -394,43 +394,69 @@ clientside_callback(
 
 
 # The case table sits below the charts. Building it (ag-grid) took the first load 0.3 s and
-# updating its rows a filter change 0.12 s, most often out of sight: it is built once the
-# charts are drawn and the browser is idle, and takes a filter's rows when it is near the
-# window (static/lazy_parts.js).
+# updating its rows a filter change 0.12 s in the browser, most often out of sight, and its
+# rows were most of a 5,000-case filter change's answer (2.5 of 3.3 MB): it is built once
+# the charts are drawn and the browser is idle, and asks for a filter's rows when it is
+# near the window (static/lazy_parts.js).
 clientside_callback(
     ClientsideFunction(namespace="moescope_lazy", function_name="table_wanted"),
     Output("report-table-wanted", "data"), Input("report-id", "data"),
 )
+FILTER_STATES = [State(f"report-filter-{f.wire}", "value") for f in FILTERABLE]
+
+
+def _marked_rows(report_id: int, values: list[Any], marks: dict[str, Any] | None
+                 ) -> list[dict[str, Any]]:
+    """The rows of the view, each with its case's mark against its history (moved_cases)."""
+    with session_scope() as session:
+        rows = report_view.view_rows(report_cache(), session, int(report_id),
+                                     filters.filters_from_controls(values))
+    return [{**row, **(marks or {}).get(row["id"], {})} for row in rows]
 
 
 @callback(Output("report-table", "children"), Input("report-table-wanted", "data"),
+          FILTER_STATES, State("report-id", "data"), State("report-history-marks", "data"),
           prevent_initial_call=True)
-def mount_table(_wanted: bool) -> list[Any]:
-    """The case table, empty (the rows are the browser's already), and its CSV button."""
+def mount_table(_wanted: bool, *args: Any) -> list[Any]:
+    """The case table with the view's rows, and its CSV button."""
+    *values, report_id, marks = args
+    grid = case_grid()
+    grid.rowData = _marked_rows(report_id, values, marks)
     return [html.Div([html.Button("Download CSV of the rows in view", id="report-csv-button"),
-                      dcc.Download(id="report-csv")], className="links"),
-            case_grid()]
+                      dcc.Download(id="report-csv")], className="links"), grid]
 
 
+# A filter change (the view's query changes with it) asks for the table's rows at once
+# when the table is in sight, else when it comes near.
 clientside_callback(
     ClientsideFunction(namespace="moescope_lazy", function_name="rows_near"),
-    Output("report-grid", "rowData"), Input("report-rows", "data"),
-    Input("report-table", "children"), State("report-history-marks", "data"),
+    Output("report-rows-wanted", "data"), Input("report-search", "data"),
+    prevent_initial_call=True,
 )
+
+
+@callback(Output("report-grid", "rowData"), Input("report-rows-wanted", "data"),
+          FILTER_STATES, State("report-id", "data"), State("report-history-marks", "data"),
+          prevent_initial_call=True)
+def table_rows(_wanted: Any, *args: Any) -> list[dict[str, Any]]:
+    """The view's rows for the table."""
+    *values, report_id, marks = args
+    return _marked_rows(report_id, values, marks)
 
 
 @callback(Output("report-csv", "data"), Input("report-csv-button", "n_clicks"),
           State("report-grid", "virtualRowData"), State("report-grid", "rowData"),
-          State("report-rows", "data"), State("report-id", "data"), prevent_initial_call=True)
+          FILTER_STATES, State("report-id", "data"), prevent_initial_call=True)
 def download_csv(_clicks: int, in_view: list[dict[str, Any]] | None,
-                 rows: list[dict[str, Any]] | None, view: list[dict[str, Any]] | None,
-                 report_id: int) -> dict[str, Any]:
+                 rows: list[dict[str, Any]] | None, *args: Any) -> dict[str, Any]:
     """The rows in view: the page filters, then the table's own filters and sort; the
     values exact, not as the grid rounds them. The table may still hold an earlier view
     (it takes a filter's rows when it comes near the window): then the view's rows."""
+    *values, report_id = args
     shown = in_view if in_view is not None else rows or []
-    if {r.get("id") for r in rows or []} != {r.get("id") for r in view or []}:
-        shown = view or []
+    view = _marked_rows(report_id, values, None)
+    if {r.get("id") for r in rows or []} != {r.get("id") for r in view}:
+        shown = view
     with session_scope() as session:
         chosen = report_view.csv_rows(report_cache(), session, int(report_id), shown)
     return {"content": case_table.csv_text(chosen),
