@@ -11,6 +11,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -134,9 +135,16 @@ class ReportView:
     charted: list[CaseDict]  # the ones the charts draw
     caveats: dict[str, int]  # caveat code -> cases in view that carry it
     panels: list[ChartPanel]
-    rows: list[dict[str, Any]]  # plain dicts: the page sends them to the browser as JSON
     facets: Mapping[str, tuple[Any, ...]]
     every_case: Sequence[CaseDict]  # the whole report, in view or not (the filters' counts)
+    every_row: Sequence[Mapping[str, Any]]  # the whole report's table rows (the cache's)
+    picked: Sequence[int]  # where the cases in view are in the report
+
+    @cached_property
+    def rows(self) -> list[dict[str, Any]]:
+        """The table's rows of the cases in view, as plain dicts (the caller's own); made
+        when asked for: the filter callback sends none (the table asks apart)."""
+        return [dict(self.every_row[i]) for i in self.picked]
 
     @property
     def count_text(self) -> str:
@@ -161,8 +169,8 @@ def report_view(reports: ReportCache, session: Session, report_id: int, filters:
     return ReportView(header=report.header, meta=report.meta, filters=filters, cases=cases,
                       charted=charted, caveats=caveats,
                       panels=chart_panels(report.meta, cases, caveats, charted),
-                      rows=[dict(report.rows[i]) for i in picked], facets=report.facets,
-                      every_case=report.cases)
+                      facets=report.facets, every_case=report.cases, every_row=report.rows,
+                      picked=picked)
 
 
 def view_rows(reports: ReportCache, session: Session, report_id: int, filters: CaseFilter
