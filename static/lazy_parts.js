@@ -113,9 +113,10 @@
             rows_near: function (search) {
                 const grid = document.getElementById('report-grid');
                 const wanted = {search: search, at: Date.now()};
-                if (!grid || inSight(grid)) {
-                    if (grid) { settle(grid.id); }
-                    return grid ? wanted : noUpdate();
+                if (!grid) { return noUpdate(); }
+                if (inSight(grid)) {
+                    settle(grid.id);
+                    return wanted;
                 }
                 whenNear(grid, document.getElementById('report-table') || grid,
                          () => window.dash_clientside.set_props('report-rows-wanted',

@@ -40,9 +40,16 @@ class Configuration:
         return f"{text} {self.category}" if with_category else text
 
 
+ConfigurationFields = tuple[str, int, str, int, float]  # Configuration's, in order
+
+
+def configuration_fields(case: CaseDict) -> ConfigurationFields:
+    return (str(case["mode"]), int(case["ep"]), str(case["category"]), int(case["F"]),
+            float(case["imbalance"]))
+
+
 def configuration(case: CaseDict) -> Configuration:
-    return Configuration(str(case["mode"]), int(case["ep"]), str(case["category"]),
-                         int(case["F"]), float(case["imbalance"]))
+    return Configuration(*configuration_fields(case))
 
 
 def variant(case: CaseDict) -> tuple[str, str]:
@@ -79,11 +86,10 @@ class Placement:
 
 
 def placement(cases: Sequence[CaseDict]) -> Placement:
-    # Each case read once, its configuration as a plain tuple (Configuration's fields in
-    # order), a Configuration made per distinct one: every per-case chart places its cases,
-    # 15 times a filter change, and at 5,000 cases a dataclass per case was half the cost.
-    keys = [(str(c["id"]), (str(c["mode"]), int(c["ep"]), str(c["category"]), int(c["F"]),
-                            float(c["imbalance"])), variant(c)) for c in cases]
+    # Each case read once, its configuration as a plain tuple, a Configuration made per
+    # distinct one: every per-case chart places its cases, 15 times a filter change, and at
+    # 5,000 cases a dataclass per case was half the cost.
+    keys = [(str(c["id"]), configuration_fields(c), variant(c)) for c in cases]
     variants = sorted({v for _, _, v in keys}, key=variant_key)
     column = {v: i for i, v in enumerate(variants)}
     configs = sorted((Configuration(*k) for k in {k for _, k, _ in keys}),

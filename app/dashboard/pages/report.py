@@ -174,10 +174,10 @@ FIRST_SHOWN = len(FIRST_COLUMNS)  # the history column goes after them
 TABLE_HEIGHT = "560px"
 
 
-def case_grid() -> dag.AgGrid:
-    """Without rows: ``mount_table`` and ``table_rows`` give it those of the view."""
+def case_grid(rows: list[dict[str, Any]]) -> dag.AgGrid:
+    """The view's ``rows`` (``mount_table``); a filter's come later (``table_rows``)."""
     return dag.AgGrid(
-        id="report-grid", rowData=[],
+        id="report-grid", rowData=rows,
         columnDefs=[*COLUMN_DEFS[:FIRST_SHOWN], moved_cases.TREND_COLUMN,
                     *COLUMN_DEFS[FIRST_SHOWN:]],
         defaultColDef={"sortable": True, "filter": True, "resizable": True, "minWidth": 90,
@@ -420,10 +420,9 @@ def _marked_rows(report_id: int, values: list[Any], marks: dict[str, Any] | None
 def mount_table(_wanted: bool, *args: Any) -> list[Any]:
     """The case table with the view's rows, and its CSV button."""
     *values, report_id, marks = args
-    grid = case_grid()
-    grid.rowData = _marked_rows(report_id, values, marks)
     return [html.Div([html.Button("Download CSV of the rows in view", id="report-csv-button"),
-                      dcc.Download(id="report-csv")], className="links"), grid]
+                      dcc.Download(id="report-csv")], className="links"),
+            case_grid(_marked_rows(report_id, values, marks))]
 
 
 # A filter change (the view's query changes with it) asks for the table's rows at once
