@@ -164,10 +164,12 @@ class CaseRow(Base):
     nvlink_rx_percent_of_peak: Mapped[float | None] = mapped_column(Float)
     window_spread_percent: Mapped[float | None] = mapped_column(Float)
     observed_imbalance: Mapped[float | None] = mapped_column(Float)
+    hot_rank_factor: Mapped[float | None] = mapped_column(Float)
     compute_util_percent: Mapped[float | None] = mapped_column(Float)
     hbm_util_percent: Mapped[float | None] = mapped_column(Float)
     nvlink_util_percent: Mapped[float | None] = mapped_column(Float)
     limiter: Mapped[str | None] = mapped_column(String(20))
+    imbalance_loss_percent: Mapped[float | None] = mapped_column(Float)
     communication_share_percent: Mapped[float | None] = mapped_column(Float)
 
     # The combined windows' range, for history's band (the arrays are in the report's body).

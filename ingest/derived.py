@@ -11,12 +11,17 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ingest.precisions import ELEMENT_BYTES
 from ingest.schema import Case, Meta
 
 NOISY_WINDOW_SPREAD_PERCENT = 5.0
 # Below this utilisation of every roof, no roof explains the time: launches, synchronisation
 # and imbalance do (the `latency` limiter).
 LATENCY_UTIL_PERCENT = 25.0
+# Below this utilisation of the highest roof, the case reaches no roof: its limiter is the
+# "nearest roof", not what bounds it.
+BOUND_UTIL_PERCENT = 60.0
+TRAINING_FACTOR = 3  # forward + backward (two GEMMs per forward GEMM), as the model counts
 # The busiest rank receiving this many times the mean rows is a hot rank.
 HOT_RANK_FACTOR = 2.0
 LIMITERS = ("compute", "hbm", "nvlink", "latency")
@@ -79,10 +84,12 @@ class Derived:
     nvlinkRXPercentOfPeak: float | None
     windowSpreadPercent: float | None
     observedImbalance: float | None
+    hotRankFactor: float | None
     computeUtilPercent: float | None
     hbmUtilPercent: float | None
     nvlinkUtilPercent: float | None
     limiter: str | None
+    imbalanceLossPercent: float | None
     communicationSharePercent: float | None
 
     def as_dict(self) -> dict[str, float | str | None]:
@@ -166,31 +173,74 @@ def limiter(compute: float | None, hbm: float | None, nvlink: float | None) -> s
 
 
 def communication_share_percent(case: Case) -> float | None:
-    """(dispatch + combine) / the sum of the timed phases x 100; None without phaseMS."""
+    """(dispatch + combine) / the sum of the forward phases, quantize included, x 100;
+    None without phaseMS."""
     phases = case.phaseMS
     if phases is None:
         return None
-    total = phases.dispatch + phases.experts + phases.combine + (phases.route or 0.0)
+    total = (phases.dispatch + phases.experts + phases.combine + (phases.route or 0.0)
+             + (phases.quantize or 0.0))
     return _finite((phases.dispatch + phases.combine) / total * 100.0)
 
 
+def busiest_rank_hbm_bytes(meta: Meta, case: Case) -> float | None:
+    """The analytical model's bytes for the rank with the most received rows R: its own R
+    in the routed-activation term, all its El experts' weights when R > 0; None when the
+    precision's element size or the routing is unknown, or E is not a multiple of ep."""
+    element = ELEMENT_BYTES.get(case.precision)
+    shape = meta.shape
+    if element is None or not case.receiveRows or shape.E % case.ep:
+        return None
+    rows = max(case.receiveRows)
+    d, f = shape.D, case.F
+    weights = (shape.E // case.ep) * 3 * d * f * element if rows > 0 else 0
+    forward = (shape.T * d * 2 + rows * (2 * d + 4 * f) + weights
+               + shape.T * shape.K * 4)
+    return float(forward) * (TRAINING_FACTOR if case.mode == "training" else 1)
+
+
+def hbm_util_percent(meta: Meta, case: Case) -> float | None:
+    bytes_ = busiest_rank_hbm_bytes(meta, case)
+    if bytes_ is None:
+        return None
+    return _percent(bytes_ / (case.layerMS * 1e-3) / 1e9, meta.theoreticalHBMGBps)
+
+
+def _times(value: float | None, factor: float | None) -> float | None:
+    return None if value is None or factor is None else _finite(value * factor)
+
+
+def imbalance_loss_percent(hot: float | None) -> float | None:
+    """The share of the other ranks' time spent waiting for the busiest."""
+    return None if not hot else (1.0 - 1.0 / hot) * 100.0
+
+
 def derive(meta: Meta, case: Case) -> Derived:
-    raw_percent = _percent(case.usefulTFPerGPU, peak_for(meta, case.precision))
-    compute = None if case.emulated else raw_percent
-    hbm = _percent(case.analyticalHBMGBps, meta.theoreticalHBMGBps)
+    """The figures of DESIGN.md "Derived metrics". The layer waits for its busiest rank, so
+    the utilisations and the limiter are that rank's: its useful FLOP rate is the mean
+    rank's times hotRankFactor (FLOPs scale with received rows)."""
+    emulated = case.emulated
+    percent = None if emulated else _percent(case.usefulTFPerGPU,
+                                             peak_for(meta, case.precision))
+    hot = observed_imbalance(case.receiveRows)
+    compute = _times(percent, hot)
+    hbm = hbm_util_percent(meta, case)
     nvlink = _percent(busiest_link_gbps(case), meta.theoreticalNVLinkGBpsPerDirection)
+    ceiling = None if emulated else measured_ceiling_for(meta, case)
     return Derived(
-        percentOfPeak=compute,
-        percentOfMeasuredCeiling=_percent(case.usefulTFPerGPU, measured_ceiling_for(meta, case)),
-        hbmPercentOfPeak=hbm,
+        percentOfPeak=percent,
+        percentOfMeasuredCeiling=_times(_percent(case.usefulTFPerGPU, ceiling), hot),
+        hbmPercentOfPeak=_percent(case.analyticalHBMGBps, meta.theoreticalHBMGBps),
         nvlinkTXPercentOfPeak=_percent(case.nvlinkTXGBps, meta.theoreticalNVLinkGBpsPerDirection),
         nvlinkRXPercentOfPeak=_percent(case.nvlinkRXGBps, meta.theoreticalNVLinkGBpsPerDirection),
         windowSpreadPercent=window_spread_percent(case.windows.combined),
-        observedImbalance=observed_imbalance(case.receiveRows),
+        observedImbalance=hot,
+        hotRankFactor=hot,
         computeUtilPercent=compute,
         hbmUtilPercent=hbm,
         nvlinkUtilPercent=nvlink,
         limiter=limiter(compute, hbm, nvlink),
+        imbalanceLossPercent=imbalance_loss_percent(hot),
         communicationSharePercent=communication_share_percent(case),
     )
 
@@ -236,6 +286,11 @@ def caveats(meta: Meta, case: Case, derived: Derived | None = None) -> list[Cave
     if case.emulated:
         add("emulated",
             f"{case.precision} was emulated in bf16: numerics are faithful, speed is not")
+    if d.percentOfMeasuredCeiling is not None and d.percentOfMeasuredCeiling > 100.0:
+        add("above_ceiling",
+            f"the busiest rank's useful rate is {d.percentOfMeasuredCeiling:.0f} % of the "
+            f"grouped-GEMM ceiling the run measured at its shape: the ceiling or the timing "
+            f"is wrong")
     throttled = _throttled(case)
     if throttled:
         add("throttled", f"clocks were held down during the timed windows ({throttled})")
@@ -283,6 +338,8 @@ CAVEAT_MEANINGS: dict[str, str] = {
     "nvlink_not_measured": "NVLink traffic was not measured",
     "above_peak": "useful throughput over the theoretical peak: a data error",
     "emulated": "the precision was emulated in bf16: numerics are faithful, speed is not",
+    "above_ceiling": "the busiest rank's useful rate is over 100 % of the GEMM ceiling the run "
+                     "measured at its shape",
     "throttled": "thermal, hardware slowdown or power brake held the clocks down during the "
                  "timed windows",
     "expert_loop": "the experts ran as a Python loop (no grouped GEMM): slower than a "
@@ -293,5 +350,5 @@ CAVEAT_MEANINGS: dict[str, str] = {
 CAVEAT_CODES = (
     "numerical_not_accepted", "graph_not_accepted", "oom", "allocation_retries", "recompute",
     "noisy_windows", "hot_rank", "no_ep_traffic", "no_peak", "nvlink_not_measured", "above_peak",
-    "emulated", "throttled", "failed", "expert_loop",
+    "emulated", "above_ceiling", "throttled", "failed", "expert_loop",
 )

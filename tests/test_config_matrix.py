@@ -87,8 +87,10 @@ def test_matrix_filters_metrics_and_csv(client: TestClient, report_id: int,
 
     limiter = client.get(url, params={"metric": "limiter"}).json()
     assert all(r["best"] is None for r in limiter["rows"])
+    # On the busiest rank every reference case reaches 25 % of a roof (test_limiter counts
+    # 46 compute, 12 NVLink, 5 HBM by hand): no latency cell.
     assert {cell["value"] for r in limiter["rows"] for cell in r["cells"] if cell} == {
-        "compute", "hbm", "nvlink", "latency"}
+        "compute", "hbm", "nvlink"}
 
     bad = client.get(url, params={"metric": "speed"})
     assert bad.status_code == 422 and "metric" in bad.text and "percentOfPeak" in bad.text

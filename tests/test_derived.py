@@ -153,6 +153,8 @@ CRAFTED: dict[str, tuple[dict[str, Any], set[str]]] = {
     "nvlink-null": ({"nvlinkTXGBps": None, "nvlinkRXGBps": None, "nvlinkMaxTXGBps": None,
                      "nvlinkMaxRXGBps": None}, {"nvlink_not_measured"}),
     "above-peak": ({"usefulTFPerGPU": 2600.0}, {"above_peak"}),
+    # The crafted meta measures a 10 TFLOP/s ceiling at this F alone (crafted_meta).
+    "above-ceiling": ({"F": 6144}, {"above_ceiling"}),
     "emulated": ({"precision": "mxfp8", "emulated": True}, {"emulated"}),
     # Emulated speed is never compared with the peak, even when it exceeds it.
     "emulated-fast": ({"precision": "mxfp8", "emulated": True, "usefulTFPerGPU": 6000.0},
@@ -187,10 +189,23 @@ def crafted_id(client: TestClient, auth: Auth, reference: Body) -> int:
         case.update(copy.deepcopy(changes))
         case["id"] = name
         cases.append(case)
-    response = client.post(REPORTS, json={"meta": reference["meta"], "cases": cases},
+    response = client.post(REPORTS, json={"meta": crafted_meta(reference), "cases": cases},
                            headers=auth("ingest"))
     assert response.status_code == 201, response.text
     return int(response.json()["id"])
+
+
+def crafted_meta(reference: Body) -> Body:
+    """The reference's meta with one grouped-GEMM ceiling, 10 TFLOP/s, at the first case's
+    shape but F 6144: only the above-ceiling case is measured against it."""
+    meta = copy.deepcopy(reference["meta"])
+    base = reference["cases"][0]
+    experts = meta["shape"]["E"] // base["ep"]
+    meta["measuredCeilings"] = {"grouped": [{
+        "precision": base["precision"], "experts": experts,
+        "rowsPerExpert": -(-max(base["receiveRows"]) // experts), "D": meta["shape"]["D"],
+        "F": 6144, "tf": 10.0, "kernel": "k"}]}
+    return meta
 
 
 def test_every_caveat_code_is_exercised() -> None:
@@ -228,6 +243,10 @@ def test_crafted_cases_carry_exactly_their_caveats(
     assert _case(client, crafted_id, "power-capped")["gpuState"]["powerCapped"] is True
     assert "(loop)" in _case(client, crafted_id, "expert-loop")["caveats"][0]["message"]
     assert "2 out-of-memory" in _case(client, crafted_id, "oom")["caveats"][0]["message"]
+    ceiling = _case(client, crafted_id, "above-ceiling")
+    # The case is balanced (hot rank factor 1): its useful rate over 10 TFLOP/s.
+    assert ceiling["percentOfMeasuredCeiling"] == approx(
+        reference["cases"][0]["usefulTFPerGPU"] / 10.0 * 100)
 
 
 def test_report_counts_caveats_per_code(client: TestClient, crafted_id: int) -> None:
@@ -330,9 +349,9 @@ def test_caveats_without_measurements(reference: Body) -> None:
     assert d.as_dict() == {
         "percentOfPeak": None, "percentOfMeasuredCeiling": None, "hbmPercentOfPeak": None,
         "nvlinkTXPercentOfPeak": None, "nvlinkRXPercentOfPeak": None,
-        "windowSpreadPercent": 0.0, "observedImbalance": None,
+        "windowSpreadPercent": 0.0, "observedImbalance": None, "hotRankFactor": None,
         "computeUtilPercent": None, "hbmUtilPercent": None, "nvlinkUtilPercent": None,
-        "limiter": None, "communicationSharePercent": None,
+        "limiter": None, "imbalanceLossPercent": None, "communicationSharePercent": None,
     }
     assert [c.code for c in caveats(meta, case)] == ["no_peak", "nvlink_not_measured"]
 

@@ -13,7 +13,7 @@ import pytest
 from api_helpers import REPORTS
 from fastapi.testclient import TestClient
 
-from ingest.derived import derive
+from ingest.derived import caveats, derive
 from ingest.schema import Case, Meta
 from runner.ceilings import GroupedShape, grouped_shapes, merge
 from runner.matrix import parse_matrix
@@ -164,3 +164,24 @@ def test_hopper_has_no_mx_peaks_and_says_why(name: str) -> None:
     assert "no MX formats" in peaks.absent["mxfp8"] and "emulated" in peaks.absent["nvfp4"]
     blackwell = datasheet_peaks("NVIDIA B200")
     assert blackwell is not None and {"mxfp8", "nvfp4"} <= set(blackwell.tf)
+
+
+def test_percent_of_measured_ceiling_is_the_busiest_ranks(reference: Body) -> None:
+    """Under imbalance the ceiling is measured at the busiest rank's rows, so the rate set
+    against it is that rank's: the mean rank's useful rate x max/mean received rows."""
+    body = copy.deepcopy(reference)
+    body["cases"] = [c for c in body["cases"] if c["imbalance"] == 4 and c["ep"] == 8][:1]
+    body, case = _with_ceiling(body, 100.0)
+    rows = case["receiveRows"]
+    hot = max(rows) / (sum(rows) / len(rows))
+    assert hot > 2  # the routing plan's i = 4 at EP 8
+    meta = Meta.model_validate(body["meta"])
+    derived = derive(meta, Case.model_validate(case))
+    assert derived.percentOfMeasuredCeiling == pytest.approx(
+        case["usefulTFPerGPU"] * hot / 100.0 * 100, rel=1e-12)
+    codes = [c.code for c in caveats(meta, Case.model_validate(case))]
+    assert ("above_ceiling" in codes) == (case["usefulTFPerGPU"] * hot > 100.0)
+    # An emulated precision is measured against no ceiling.
+    emulated = Case.model_validate({**case, "emulated": True})
+    assert derive(meta, emulated).percentOfMeasuredCeiling is None
+    assert "above_ceiling" not in [c.code for c in caveats(meta, emulated)]
