@@ -1,29 +1,13 @@
-"""The metrics a configuration-matrix cell can show, apart from the matrix itself so that
-the command line (``moescope export --matrix-metric``, which runs without the server's
-packages) offers the same names as the API and the pages."""
+"""The metrics a configuration-matrix cell can show (``app.metrics.MATRIX``), by name, apart
+from the matrix itself so that the command line (``moescope export --matrix-metric``, which
+runs without the server's packages) offers the same names as the API and the pages."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from app.metrics import MATRIX, Metric
 
-
-@dataclass(frozen=True)
-class MatrixMetric:
-    wire: str  # the case field the cells show
-    label: str
-    better: Literal["higher", "lower"] | None  # None: no cell is best (the limiter)
-    digits: int = 1
-
-
-METRICS: dict[str, MatrixMetric] = {m.wire: m for m in (
-    MatrixMetric("usefulTFPerGPU", "useful TFLOP/s per GPU", "higher", 0),
-    MatrixMetric("percentOfPeak", "% of peak", "higher"),
-    MatrixMetric("layerMS", "layer ms", "lower", 3),
-    MatrixMetric("nvlinkMaxTXGBps", "NVLink GB/s (busiest rank, TX)", "higher", 0),
-    MatrixMetric("analyticalHBMGBps", "HBM GB/s (analytical)", "higher", 0),
-    MatrixMetric("limiter", "limiter", None),
-)}
+MatrixMetric = Metric
+METRICS: dict[str, Metric] = {m.key: m for m in MATRIX}
 DEFAULT_METRIC = "usefulTFPerGPU"
 
 
@@ -31,7 +15,7 @@ class UnknownMetric(ValueError):
     pass
 
 
-def metric_for(name: str) -> MatrixMetric:
+def metric_for(name: str) -> Metric:
     try:
         return METRICS[name]
     except KeyError:

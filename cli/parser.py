@@ -15,7 +15,7 @@ from pathlib import Path
 from app.case_fields import FILTERABLE
 from app.core.scopes import SCOPES
 from app.matrix_metrics import DEFAULT_METRIC, METRICS
-from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_POINTS
+from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_BASELINE_POINTS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -169,6 +169,6 @@ def _at_least_min_points(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < MIN_POINTS:
-        raise argparse.ArgumentTypeError(f"must be at least {MIN_POINTS}, got {text}")
+    if value < MIN_BASELINE_POINTS:
+        raise argparse.ArgumentTypeError(f"must be at least {MIN_BASELINE_POINTS}, got {text}")
     return value

@@ -29,7 +29,7 @@ from typing import Literal
 DEFAULT_THRESHOLD_PERCENT = 5.0
 DEFAULT_WINDOW = 20
 DEFAULT_Z = 3.5  # Iglewicz & Hoaglin's cut-off for the robust (modified) z-score
-MIN_POINTS = 3
+MIN_BASELINE_POINTS = 3
 # MAD x 1.4826 is the standard deviation of a normal distribution with that MAD.
 MAD_TO_SIGMA = 1.4826
 METRIC = "layerMS"
@@ -64,7 +64,7 @@ class Settings:
     threshold_percent: float = DEFAULT_THRESHOLD_PERCENT
     window: int = DEFAULT_WINDOW
     z: float = DEFAULT_Z
-    min_points: int = MIN_POINTS
+    min_points: int = MIN_BASELINE_POINTS
 
 
 def noise_percent(history: Sequence[Point], newest: Point, baseline: float, z: float) -> float:

@@ -568,11 +568,11 @@ def test_page_texts_read_the_regression_settings_they_describe() -> None:
     from app.figures import verdict_text
     from app.services.history import ReportVerdicts
     from app.services.history_view import ReportMarks
-    from ingest.regressions import MIN_POINTS, Settings
+    from ingest.regressions import MIN_BASELINE_POINTS, Settings
 
     unjudged = ReportVerdicts(report_id=1, gpu="g", series="s",
                               settings=Settings(min_points=7), items=[])
     assert "No case has 7 earlier reports" in " ".join(texts(
         moved_cases_section(ReportMarks(unjudged, {}), [])))
     point = {"status": "insufficient_history", "baselinePoints": 1}
-    assert verdict_text(point) == f"fewer than {MIN_POINTS} earlier points (1)"
+    assert verdict_text(point) == f"fewer than {MIN_BASELINE_POINTS} earlier points (1)"

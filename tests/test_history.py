@@ -120,7 +120,7 @@ def test_history_chart_marks_the_flagged_point_and_its_quiet_zone() -> None:
               point(3, 1.0, "insufficient_history"),
               point(4, 1.01, "unchanged", 1.0, 1.0, 2.0),
               point(5, 1.2, "regression", 1.0, 20.0, 8.0)]
-    specs = figures.history_specs(points)
+    specs = figures.history_specs(points, threshold_percent=5.0)
     for spec in specs.values():
         go.Figure(figures.to_figure(spec).to_dict())  # a validating round trip accepts it
     layer = figures.to_figure(specs["layer-time"])
@@ -132,6 +132,10 @@ def test_history_chart_marks_the_flagged_point_and_its_quiet_zone() -> None:
     upper, lower = layer.data[0], layer.data[1]
     assert list(upper.y) == [None, None, None, pytest.approx(1.05), pytest.approx(1.08)]
     assert list(lower.y) == [None, None, None, pytest.approx(0.95), pytest.approx(0.92)]
+    # The threshold the points were judged with, not a 5 % of the chart's own: at 10 % the
+    # fourth point's band is +- 10 % and the fifth's max(10, 8) = 10 %.
+    wider = figures.to_figure(figures.history_specs(points, threshold_percent=10.0)["layer-time"])
+    assert list(wider.data[0].y) == [None, None, None, pytest.approx(1.10), pytest.approx(1.10)]
     # The y axis leaves room above the highest window for the flag's label.
     assert layer.layout.yaxis.range == (0, pytest.approx(1.2 * 1.01 * 1.18))
 

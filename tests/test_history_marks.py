@@ -174,7 +174,7 @@ def test_a_driver_change_is_marked_on_history(client: TestClient, session: Sessi
     spec = figures.history_specs([point_dict(p) for p in history.points], [],
                                  [{"reportId": c.report_id, "date": c.date,
                                    "changes": c.changes} for c in history.provenance_changes],
-                                 [])["layer-time"]
+                                 [], threshold_percent=5.0)["layer-time"]
     lines = [s for s in spec["layout"]["shapes"] if s.get("name") == "provenance"]
     assert [s["x0"] for s in lines] == [reports[4]["meta"]["date"], reports[5]["meta"]["date"]]
     texts = [a["text"] for a in spec["layout"]["annotations"]]
@@ -325,7 +325,8 @@ def test_buckets_summarise_every_metric_the_page_can_draw(
     # Every metric the page offers has its older level.
     assert set(history_view.METRICS) <= set(body["buckets"][0])
     # The combine chart draws the older level: each bucket's mean over its dates.
-    spec = figures.history_specs(body["points"], body["buckets"], metric="combineMS")
+    spec = figures.history_specs(body["points"], body["buckets"], metric="combineMS",
+                                 threshold_percent=5.0)
     mean = next(t for t in spec["combine"]["data"] if t.get("name", "").endswith("bucket mean"))
     assert [y for y in mean["y"] if y is not None] == [
         b["combineMS"]["mean"] for b in body["buckets"] for _ in (0, 1)]

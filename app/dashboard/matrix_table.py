@@ -13,7 +13,7 @@ from app.dashboard import links
 from app.matrix_metrics import DEFAULT_METRIC, METRICS
 from app.services.matrix import Matrix, MatrixCell
 
-METRIC_OPTIONS = [{"label": m.label, "value": m.wire} for m in METRICS.values()]
+METRIC_OPTIONS = [{"label": m.label, "value": m.key} for m in METRICS.values()]
 
 
 def _cell(report_id: int, matrix: Matrix, cell: MatrixCell | None, best: bool) -> html.Td:

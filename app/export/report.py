@@ -75,7 +75,7 @@ def report_html(view: ReportView, footer: Footer, verdicts: ReportVerdicts | Non
     """``matrix_metric``: the matrix shown first; the file holds one per metric and a
     control to pick another, as the page's (the export is offline: no server to ask)."""
     header = view.header
-    chosen = metric_for(matrix_metric).wire
+    chosen = metric_for(matrix_metric).key
     # A chart with nothing to show is left out, one line saying why (as on the page).
     charts = {chart_id(p.key): export_spec(p.figure) for p in view.panels if not p.absent}
     matrices = [build_matrix(view.cases, metric) for metric in METRICS]

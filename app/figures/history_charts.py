@@ -14,7 +14,8 @@ from typing import Any
 
 from app.figures.layout import chart_layout, figure, titled
 from app.figures.style import PALETTE, Spec, Trace, text
-from ingest.regressions import MIN_POINTS
+from app.metrics import BY_SERIES
+from ingest.regressions import MIN_BASELINE_POINTS
 
 Point = dict[str, Any]
 
@@ -26,15 +27,11 @@ STEP_COLOUR = "#c2410c"
 _FLAGS = {"regression": (REGRESSION_COLOUR, "triangle-up"),
           "improvement": (IMPROVEMENT_COLOUR, "triangle-down")}
 
-# Metric -> (chart key, y title).
-METRICS = {"layerMS": ("layer-time", "layer time (ms)"),
-           "usefulTFPerGPU": ("throughput", "useful TFLOP/s per GPU"),
-           "percentOfPeak": ("percent-of-peak", "% of peak"),
-           "nvlinkTXGBps": ("nvlink-tx", "NVLink TX GB/s"),
-           "nvlinkRXGBps": ("nvlink-rx", "NVLink RX GB/s"),
-           "dispatchMS": ("dispatch", "dispatch phase (ms)"),
-           "expertsMS": ("experts", "experts phase (ms)"),
-           "combineMS": ("combine", "combine phase (ms)")}
+# A history metric's name (app.metrics, Metric.series) -> its chart's key on the page.
+CHART_KEYS = {"layerMS": "layer-time", "usefulTFPerGPU": "throughput",
+              "percentOfPeak": "percent-of-peak", "nvlinkTXGBps": "nvlink-tx",
+              "nvlinkRXGBps": "nvlink-rx", "dispatchMS": "dispatch", "expertsMS": "experts",
+              "combineMS": "combine"}
 
 
 def point_label(point: Point) -> str:
@@ -45,7 +42,7 @@ def point_label(point: Point) -> str:
 def verdict_text(point: Point) -> str:
     status = str(point["status"])
     if status == "insufficient_history":
-        return f"fewer than {MIN_POINTS} earlier points ({int(point['baselinePoints'])})"
+        return f"fewer than {MIN_BASELINE_POINTS} earlier points ({int(point['baselinePoints'])})"
     return (f"{status}: {point['changePercent']:+.1f} % vs median {point['baseline']:.4g} ms "
             f"of {int(point['baselinePoints'])} earlier, noise {point['noisePercent']:.1f} %")
 
@@ -156,11 +153,11 @@ def metric_spec(
     points: Sequence[Point], buckets: Sequence[Mapping[str, Any]],
     changes: Sequence[Mapping[str, Any]], marks: Sequence[Mapping[str, Any]],
     metric: str = "layerMS", overlay: Mapping[str, Sequence[Point]] | None = None,
-    threshold_percent: float = 5.0, name: str = "this case",
+    *, threshold_percent: float, name: str = "this case",
 ) -> Spec:
     """One metric per report. Layer time alone (no overlay) also draws the windows' band,
     the band a point could land in unflagged and the flagged reports."""
-    _, y_title = METRICS[metric]
+    y_title = BY_SERIES[metric].label
     x = [p["date"] for p in points]
     data: list[Trace] = [*_bucket_traces(buckets, metric, LINE_COLOUR, name)]
     alone = not overlay
@@ -229,12 +226,13 @@ def history_specs(
     points: Sequence[Point], buckets: Sequence[Mapping[str, Any]] = (),
     changes: Sequence[Mapping[str, Any]] = (), marks: Sequence[Mapping[str, Any]] = (),
     metric: str = "layerMS", overlay: Mapping[str, Sequence[Point]] | None = None,
-    name: str = "this case",
+    name: str = "this case", *, threshold_percent: float,
 ) -> dict[str, Spec]:
     """The page's two charts: the chosen metric, then layer time (or, when layer time is the
     chosen one, useful throughput), each keyed by its metric's chart key."""
     second = "usefulTFPerGPU" if metric == "layerMS" else "layerMS"
-    return {METRICS[m][0]: metric_spec(points, buckets, changes, marks, m,
-                                       overlay if m == metric else None, name=name)
+    return {CHART_KEYS[m]: metric_spec(points, buckets, changes, marks, m,
+                                       overlay if m == metric else None, name=name,
+                                       threshold_percent=threshold_percent)
             for m in (metric, second)}
 

@@ -29,7 +29,7 @@ class CaseCells:
 
 
 def family_lines(row: CaseComparison, family: str) -> list[str]:
-    lines = [f"{m.label} {change_text(row.changes[m.key], m.unit)}"
+    lines = [f"{m.name} {change_text(row.changes[m.key], m.unit)}"
              for m in METRICS if m.family == family
              and (row.changes[m.key].base is not None or row.changes[m.key].head is not None)]
     if family == "GPU state" and any(c.get("gpuState") for c in (row.base, row.head)):

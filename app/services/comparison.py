@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from app.case_fields import CaseDict
 from app.core.errors import NotFound
+from app.metrics import COMPARE
 from app.repository import history as history_repo
 from app.repository import pairs as pairs_repo
 from app.repository import reports as reports_repo
@@ -40,32 +41,7 @@ from ingest.regressions import Point, Settings, Verdict, judge
 Basis = Literal["history", "pair"]
 
 
-@dataclass(frozen=True)
-class Metric:
-    key: str  # a case field, or "phaseMS.combine": a field of a nested object
-    label: str
-    unit: str
-    family: str
-
-
-METRICS: tuple[Metric, ...] = (
-    Metric("layerMS", "layer", "ms", "time"),
-    Metric("forwardMS", "forward", "ms", "time"),
-    Metric("backwardMS", "backward", "ms", "time"),
-    Metric("usefulTFPerGPU", "useful", "TFLOP/s", "throughput"),
-    Metric("percentOfPeak", "of peak", "%", "throughput"),
-    Metric("nvlinkTXGBps", "NVLink TX", "GB/s", "bandwidth"),
-    Metric("nvlinkRXGBps", "NVLink RX", "GB/s", "bandwidth"),
-    Metric("analyticalHBMGBps", "HBM", "GB/s", "bandwidth"),
-    Metric("allocatedPeakGiB", "allocated", "GiB", "memory"),
-    Metric("reservedPeakGiB", "reserved", "GiB", "memory"),
-    Metric("phaseMS.dispatch", "dispatch", "ms", "phases"),
-    Metric("phaseMS.experts", "experts", "ms", "phases"),
-    Metric("phaseMS.combine", "combine", "ms", "phases"),
-    Metric("gpuState.smClockMinMHz", "SM clock min", "MHz", "GPU state"),
-    Metric("gpuState.smClockMaxMHz", "SM clock max", "MHz", "GPU state"),
-    Metric("gpuState.powerMaxW", "power max", "W", "GPU state"),
-)
+METRICS = COMPARE
 FAMILIES = tuple(dict.fromkeys(m.family for m in METRICS))
 
 

@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 from sqlalchemy.orm import Session
 
 from app.core.errors import NotFound
+from app.metrics import HISTORY
 from app.repository import history as history_repo
 from ingest import provenance
 from ingest.regressions import Point, Settings, Verdict, judge, judge_series
@@ -20,13 +21,10 @@ from ingest.series import series_fields
 # points, the older reports in the range summarised in as many buckets.
 DEFAULT_MAX_POINTS = 200
 MAX_POINTS = 5000
-MIN_POINTS = 10
+MIN_HISTORY_ENTRIES = 10
 
-# The metrics a history can draw: wire name -> label with its unit.
-METRICS = {"layerMS": "layer time (ms)", "usefulTFPerGPU": "useful TFLOP/s per GPU",
-           "percentOfPeak": "% of peak", "nvlinkTXGBps": "NVLink TX GB/s",
-           "nvlinkRXGBps": "NVLink RX GB/s", "dispatchMS": "dispatch phase (ms)",
-           "expertsMS": "experts phase (ms)", "combineMS": "combine phase (ms)"}
+# The metrics a history can draw (app.metrics.HISTORY): its name in a history -> label.
+METRICS = {m.series: m.label for m in HISTORY if m.series}
 
 
 @dataclass(frozen=True)
@@ -120,6 +118,8 @@ class CaseHistory:
     provenance_changes: list[ProvenanceChange]
     # Other series of this case on this GPU (other shapes), the most recent first.
     other_series: list[str]
+    # What the points were judged with (the chart's unflagged band uses its threshold).
+    settings: Settings = Settings()
 
 
 def case_history(
@@ -178,6 +178,7 @@ def case_history(
                and (end is None or m.date < end)],
         provenance_changes=_provenance_changes(session, series, start, end),
         other_series=[s for s in found if s != series],
+        settings=settings,
     )
 
 

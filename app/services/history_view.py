@@ -26,7 +26,7 @@ from app.services.history import (
     point_dict,
     report_regressions,
 )
-from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_POINTS
+from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_BASELINE_POINTS
 
 # Entries the page draws per case (half points, half buckets past it): a chart 1,000 px
 # wide shows no more, and the page draws in half the time of the API's default.
@@ -142,7 +142,8 @@ def history_view(
         fields=history.fields, points=points, buckets=buckets, total=history.total,
         marks=marks, changes=changes, overlaid=list(overlay),
         specs=figures.history_specs(points, buckets, changes, marks, metric, overlay,
-                                    name=case_id if overlay else "this case"),
+                                    name=case_id if overlay else "this case",
+                                    threshold_percent=history.settings.threshold_percent),
         other_series=[(f"series {s}", history_path(case_id, gpu, s))
                       for s in history.other_series],
         metric_links=[(label, history_href(chosen, gpu, history.series, m, since),
@@ -158,7 +159,7 @@ def verdict_line(point: dict[str, Any]) -> str:
     """The newest point's verdict in words: what moved, by how much, and whether it is noise."""
     if point["status"] == "insufficient_history":
         return (f"report #{point['reportId']}: only {point['baselinePoints']} earlier "
-                f"point(s); {MIN_POINTS} are needed before a change is judged")
+                f"point(s); {MIN_BASELINE_POINTS} are needed before a change is judged")
     moved = f"{point['changePercent']:+.1f} %"
     versus = (f"against the median {point['baseline']:.4g} ms of the "
               f"{point['baselinePoints']} earlier points; noise {point['noisePercent']:.1f} %")

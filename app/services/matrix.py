@@ -73,7 +73,7 @@ def _cell(case: CaseDict | None, metric: MatrixMetric) -> MatrixCell | None:
     if case is None:
         return None
     codes = tuple(c["code"] for c in case.get("caveats", []))
-    return MatrixCell(str(case["id"]), case.get(metric.wire), codes)
+    return MatrixCell(str(case["id"]), case.get(metric.key), codes)
 
 
 def _best(cells: Sequence[MatrixCell | None], metric: MatrixMetric) -> int | None:
@@ -91,7 +91,7 @@ def column_label(column: tuple[str, str]) -> str:
 
 def matrix_json(matrix: Matrix) -> dict[str, Any]:
     return {
-        "metric": matrix.metric.wire,
+        "metric": matrix.metric.key,
         "label": matrix.metric.label,
         "better": matrix.metric.better,
         "columns": [{"precision": p, "pipeline": q} for p, q in matrix.columns],

@@ -24,17 +24,21 @@ from app.services.explain import explain
 from app.services.history import (
     DEFAULT_MAX_POINTS,
     MAX_POINTS,
-    MIN_POINTS,
+    MIN_HISTORY_ENTRIES,
     case_history,
     report_regressions,
 )
-from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, Settings
-from ingest.regressions import MIN_POINTS as MIN_BASELINE
+from ingest.regressions import (
+    DEFAULT_THRESHOLD_PERCENT,
+    DEFAULT_WINDOW,
+    MIN_BASELINE_POINTS,
+    Settings,
+)
 
 router = APIRouter(tags=["history"], dependencies=[Revalidate])
 
 ThresholdPercent = Annotated[float, Query(gt=0, le=1000, description="minimum change, percent")]
-Window = Annotated[int, Query(ge=MIN_BASELINE, le=1000,
+Window = Annotated[int, Query(ge=MIN_BASELINE_POINTS, le=1000,
                               description="earlier points in the baseline")]
 
 
@@ -63,7 +67,7 @@ def history(
     since: Annotated[date | None, Query(description="reports dated on or after (YYYY-MM-DD)")
                      ] = None,
     until: Annotated[date | None, Query(description="reports dated on or before")] = None,
-    points: Annotated[int, Query(ge=MIN_POINTS, le=MAX_POINTS, description=(
+    points: Annotated[int, Query(ge=MIN_HISTORY_ENTRIES, le=MAX_POINTS, description=(
         "most entries answered: past it, the newest half are points and the older "
         "reports of the range are summarised in buckets"))] = DEFAULT_MAX_POINTS,
 ) -> HistoryOut:
