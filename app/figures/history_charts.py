@@ -158,59 +158,21 @@ def metric_spec(
     """One metric per report. Layer time alone (no overlay) also draws the windows' band,
     the band a point could land in unflagged and the flagged reports."""
     y_title = BY_SERIES[metric].label
-    x = [p["date"] for p in points]
+    layer_alone = metric == "layerMS" and not overlay
     data: list[Trace] = [*_bucket_traces(buckets, metric, LINE_COLOUR, name)]
-    alone = not overlay
-    if metric == "layerMS" and alone:
-        data += [*_quiet_zone(points, threshold_percent),
-                 {"type": "scatter", "mode": "lines", "x": x,
-                  "y": [p["windowMaxMS"] for p in points], "line": {"width": 0},
-                  "showlegend": False, "hoverinfo": "skip"},
-                 {"type": "scatter", "mode": "lines", "x": x,
-                  "y": [p["windowMinMS"] for p in points], "line": {"width": 0},
-                  "fill": "tonexty", "fillcolor": "rgba(31, 119, 180, 0.30)",
-                  "name": "window min-max", "hoverinfo": "skip"}]
-    data.append({"type": "scatter", "mode": "lines+markers", "x": x,
+    if layer_alone:
+        data += [*_quiet_zone(points, threshold_percent), *_window_band(points)]
+    data.append({"type": "scatter", "mode": "lines+markers", "x": [p["date"] for p in points],
                  "y": [p.get(metric) for p in points], "name": name,
                  "line": {"color": LINE_COLOUR}, "marker": {"color": LINE_COLOUR, "size": 6},
                  "customdata": [_hover(p) for p in points],
                  "hovertemplate": "%{customdata}<br>" + y_title + " %{y:.4g}<extra></extra>"})
-    for i, (other, other_points) in enumerate((overlay or {}).items()):
-        colour = PALETTE[i % len(PALETTE)]
-        data.append({"type": "scatter", "mode": "lines+markers", "name": other,
-                     "x": [p["date"] for p in other_points],
-                     "y": [p.get(metric) for p in other_points],
-                     "line": {"color": colour}, "marker": {"color": colour, "size": 5},
-                     "customdata": [_hover(p) for p in other_points],
-                     "hovertemplate": f"{other}<br>%{{customdata}}<br>{y_title} %{{y:.4g}}"
-                                      "<extra></extra>"})
-    outliers = [p for p in points if "outlier" in p.get("marks", [])]
-    if outliers:
-        data.append({"type": "scatter", "mode": "markers", "name": "outlier (not in baselines)",
-                     "x": [p["date"] for p in outliers], "y": [p.get(metric) for p in outliers],
-                     "marker": {"symbol": "x-thin-open", "size": 16, "color": "#374151",
-                                "line": {"width": 2}}, "hoverinfo": "skip"})
-    if metric == "layerMS" and alone:
-        for status, (colour, symbol) in _FLAGS.items():
-            flagged = [p for p in points if p["status"] == status]
-            data.append({
-                "type": "scatter", "mode": "markers+text", "name": status,
-                "x": [p["date"] for p in flagged], "y": [p["layerMS"] for p in flagged],
-                "text": [f"{p['changePercent']:+.1f} %" for p in flagged],
-                "textposition": "top center", "textfont": {"color": colour, "size": 13},
-                "marker": {"color": colour, "symbol": symbol, "size": 15,
-                           "line": {"width": 1, "color": "white"}},
-                "hoverinfo": "skip", "visible": True if flagged else "legendonly",
-            })
+    data += _overlay_traces(overlay or {}, metric, y_title)
+    data += _outlier_traces(points, metric)
+    if layer_alone:
+        data += _flag_traces(points)
     shapes, notes = _verticals(changes, marks)
-    # Room above the highest value for the flagged points' labels (plotly's autorange
-    # leaves text out and cut them off).
-    values = [v for p in points for v in (p.get(metric), p.get("windowMaxMS")
-                                          if metric == "layerMS" else None) if v is not None]
-    values += [b[metric]["max"] for b in buckets if b.get(metric)]
-    values += [p[metric] for ps in (overlay or {}).values() for p in ps
-               if p.get(metric) is not None]
-    top = max(values, default=None)
+    top = _top(points, buckets, overlay or {}, metric)
     yaxis = {"title": titled(y_title), **({"range": [0, top * 1.18]} if top else {})}
     title = f"{y_title[:1].upper()}{y_title[1:]} per report"
     if changes or any(m["kind"] == "step" for m in marks):
@@ -220,6 +182,69 @@ def metric_spec(
         annotations=notes, legend={"orientation": "h", "y": -0.25, "title": titled("")},
         margin={"l": 70, "r": 20, "t": 50, "b": 120},
     ), empty="no point in this range")
+
+
+def _window_band(points: Sequence[Point]) -> list[Trace]:
+    x = [p["date"] for p in points]
+    return [{"type": "scatter", "mode": "lines", "x": x,
+             "y": [p["windowMaxMS"] for p in points], "line": {"width": 0},
+             "showlegend": False, "hoverinfo": "skip"},
+            {"type": "scatter", "mode": "lines", "x": x,
+             "y": [p["windowMinMS"] for p in points], "line": {"width": 0},
+             "fill": "tonexty", "fillcolor": "rgba(31, 119, 180, 0.30)",
+             "name": "window min-max", "hoverinfo": "skip"}]
+
+
+def _overlay_traces(overlay: Mapping[str, Sequence[Point]], metric: str,
+                    y_title: str) -> list[Trace]:
+    traces: list[Trace] = []
+    for i, (other, other_points) in enumerate(overlay.items()):
+        colour = PALETTE[i % len(PALETTE)]
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": other,
+                       "x": [p["date"] for p in other_points],
+                       "y": [p.get(metric) for p in other_points],
+                       "line": {"color": colour}, "marker": {"color": colour, "size": 5},
+                       "customdata": [_hover(p) for p in other_points],
+                       "hovertemplate": f"{other}<br>%{{customdata}}<br>{y_title} %{{y:.4g}}"
+                                        "<extra></extra>"})
+    return traces
+
+
+def _outlier_traces(points: Sequence[Point], metric: str) -> list[Trace]:
+    outliers = [p for p in points if "outlier" in p.get("marks", [])]
+    if not outliers:
+        return []
+    return [{"type": "scatter", "mode": "markers", "name": "outlier (not in baselines)",
+             "x": [p["date"] for p in outliers], "y": [p.get(metric) for p in outliers],
+             "marker": {"symbol": "x-thin-open", "size": 16, "color": "#374151",
+                        "line": {"width": 2}}, "hoverinfo": "skip"}]
+
+
+def _flag_traces(points: Sequence[Point]) -> list[Trace]:
+    traces: list[Trace] = []
+    for status, (colour, symbol) in _FLAGS.items():
+        flagged = [p for p in points if p["status"] == status]
+        traces.append({
+            "type": "scatter", "mode": "markers+text", "name": status,
+            "x": [p["date"] for p in flagged], "y": [p["layerMS"] for p in flagged],
+            "text": [f"{p['changePercent']:+.1f} %" for p in flagged],
+            "textposition": "top center", "textfont": {"color": colour, "size": 13},
+            "marker": {"color": colour, "symbol": symbol, "size": 15,
+                       "line": {"width": 1, "color": "white"}},
+            "hoverinfo": "skip", "visible": True if flagged else "legendonly",
+        })
+    return traces
+
+
+def _top(points: Sequence[Point], buckets: Sequence[Mapping[str, Any]],
+         overlay: Mapping[str, Sequence[Point]], metric: str) -> float | None:
+    """The highest value drawn: the axis leaves room above it for the flagged points'
+    labels (plotly's autorange leaves text out and cut them off)."""
+    values = [v for p in points for v in (p.get(metric), p.get("windowMaxMS")
+                                          if metric == "layerMS" else None) if v is not None]
+    values += [b[metric]["max"] for b in buckets if b.get(metric)]
+    values += [p[metric] for ps in overlay.values() for p in ps if p.get(metric) is not None]
+    return max(values, default=None)
 
 
 def history_specs(

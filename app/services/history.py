@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from app.core.errors import NotFound
 from app.metrics import HISTORY
 from app.repository import history as history_repo
+from app.repository import marks as marks_repo
 from ingest import provenance
 from ingest.regressions import Point, Settings, Verdict, judge, judge_series
 from ingest.series import series_fields
@@ -114,7 +115,7 @@ class CaseHistory:
     buckets: list[Bucket]
     # How many reports of the range hold the case.
     total: int
-    marks: list[history_repo.Mark]
+    marks: list[marks_repo.Mark]
     provenance_changes: list[ProvenanceChange]
     # Other series of this case on this GPU (other shapes), the most recent first.
     other_series: list[str]
@@ -148,7 +149,7 @@ def case_history(
     end = None if until is None else (until + timedelta(days=1)).isoformat()
     total = history_repo.count_points(session, series, case_id, start, end)
     full = total if total <= max_points else max_points // 2
-    marks = history_repo.series_marks(session, series)
+    marks = marks_repo.series_marks(session, series)
     outliers_known = sum(m.kind == "outlier" for m in marks)
     # The full points and, before them, enough for the first one's baseline: `window`
     # points besides any outlier among them.
@@ -212,7 +213,7 @@ def point_dict(judged: JudgedPoint) -> dict[str, Any]:
     }
 
 
-def mark_dict(mark: history_repo.Mark) -> dict[str, Any]:
+def mark_dict(mark: marks_repo.Mark) -> dict[str, Any]:
     return {"reportId": mark.report_id, "date": mark.date, "kind": mark.kind,
             "reason": mark.reason, "createdBy": mark.created_by, "createdAt": mark.created_at}
 

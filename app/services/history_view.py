@@ -120,23 +120,12 @@ def history_view(
          (since is None) if days is None else (newest is not None and since is not None
                                                 and since == newest - timedelta(days=days)))
         for label, days in RANGES.items()]
-    overlay_links = []
     if overlay:
-        overlay_links.append(("this case alone",
-                              history_href([case_id], gpu, history.series, metric, since)))
-    elif points:
-        seen: set[tuple[str, ...]] = set()
-        for vary, words in ((("precision",), "every precision"),
-                            (("precision", "pipeline"), "every precision and pipeline")):
-            siblings = history_repo.same_configuration(session, points[-1]["reportId"],
-                                                       case_id, vary)
-            if len(siblings) > 1 and tuple(siblings) not in seen:
-                seen.add(tuple(siblings))
-                others = [c for c in siblings if c != case_id][:MAX_OVERLAY]
-                overlay_links.append((f"overlay {words} of this configuration "
-                                      f"({len(others) + 1} cases)",
-                                      history_href([case_id, *others], gpu, history.series,
-                                                   metric, since)))
+        overlay_links = [("this case alone",
+                          history_href([case_id], gpu, history.series, metric, since))]
+    else:
+        overlay_links = _sibling_links(session, case_id, gpu, history.series, metric, since,
+                                       points[-1]["reportId"] if points else None)
     return HistoryView(
         case_id=case_id, gpu=gpu, series=history.series, metric=metric,
         fields=history.fields, points=points, buckets=buckets, total=history.total,
@@ -220,3 +209,22 @@ def hover_marks(marks: dict[str, dict[str, Any]]) -> dict[str, str]:
     arrows = {"regression": "\u25b2", "improvement": "\u25bc"}
     return {case_id: f"{arrows[m['historyStatus']]} {m['historyChange']:+.1f} % vs history"
             for case_id, m in marks.items() if m["historyStatus"] in arrows}
+
+
+def _sibling_links(session: Session, case_id: str, gpu: str, series: str, metric: str,
+                   since: date | None, newest_report: int | None) -> list[tuple[str, str]]:
+    """Links overlaying the case's configuration at every precision (and pipeline), as the
+    newest report holds them; one link per distinct set of cases."""
+    if newest_report is None:
+        return []
+    links = []
+    seen: set[tuple[str, ...]] = set()
+    for vary, words in ((("precision",), "every precision"),
+                        (("precision", "pipeline"), "every precision and pipeline")):
+        siblings = history_repo.same_configuration(session, newest_report, case_id, vary)
+        if len(siblings) > 1 and tuple(siblings) not in seen:
+            seen.add(tuple(siblings))
+            others = [c for c in siblings if c != case_id][:MAX_OVERLAY]
+            links.append((f"overlay {words} of this configuration ({len(others) + 1} cases)",
+                          history_href([case_id, *others], gpu, series, metric, since)))
+    return links

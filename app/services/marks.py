@@ -10,11 +10,11 @@ from typing import Literal
 from sqlalchemy.orm import Session
 
 from app.core.errors import NotFound
-from app.repository import history as history_repo
+from app.repository import marks as marks_repo
 from app.services.auth import authorise
 
 # A stored mark, as the API shapes it.
-Mark = history_repo.Mark
+Mark = marks_repo.Mark
 
 MarkKind = Literal["step", "outlier"]
 
@@ -34,21 +34,21 @@ def reason_problem(reason: str) -> str | None:
 
 
 def put_mark(session: Session, report_id: int, kind: MarkKind, reason: str,
-             created_by: str) -> history_repo.Mark:
-    history_repo.require_report(session, report_id)
-    history_repo.put_mark(session, report_id, kind, reason, created_by)
-    return next(m for m in history_repo.report_marks(session, report_id) if m.kind == kind)
+             created_by: str) -> marks_repo.Mark:
+    marks_repo.require_report(session, report_id)
+    marks_repo.put_mark(session, report_id, kind, reason, created_by)
+    return next(m for m in marks_repo.report_marks(session, report_id) if m.kind == kind)
 
 
 def delete_mark(session: Session, report_id: int, kind: MarkKind) -> None:
-    history_repo.require_report(session, report_id)
-    if not history_repo.delete_mark(session, report_id, kind):
+    marks_repo.require_report(session, report_id)
+    if not marks_repo.delete_mark(session, report_id, kind):
         raise NotFound(f"report {report_id} has no {kind} mark")
 
 
-def report_marks(session: Session, report_id: int) -> list[history_repo.Mark]:
-    history_repo.require_report(session, report_id)
-    return history_repo.report_marks(session, report_id)
+def report_marks(session: Session, report_id: int) -> list[marks_repo.Mark]:
+    marks_repo.require_report(session, report_id)
+    return marks_repo.report_marks(session, report_id)
 
 
 def change_mark(session: Session, token: str | None, report_id: int, kind: MarkKind,
