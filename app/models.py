@@ -84,6 +84,8 @@ class ReportRow(Base):
     body: Mapped[bytes] = mapped_column(LargeBinary, deferred=True)
     case_count: Mapped[int] = mapped_column(Integer, default=0)
     best_percent_of_peak: Mapped[float | None] = mapped_column(Float)
+    # Cases caveated above_peak, numerical_not_accepted or failed (ingest.ties.NEVER_BEST).
+    data_error_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 

@@ -66,7 +66,8 @@ def test_matrix_json_has_a_row_per_configuration_and_blanks_where_not_run(
                 assert cell is None
                 blanks += 1
                 continue
-            assert cell == {"caseId": case["id"], "value": case["usefulTFPerGPU"]}
+            assert cell == {"caseId": case["id"], "value": case["usefulTFPerGPU"],
+                            "caseIds": [case["id"]], "count": 1}
             values.append((case["usefulTFPerGPU"], COLUMNS.index(column)))
         assert row["best"] == max(values)[1]
     # Training ran no nvfp4: one blank in each of its 9 rows.

@@ -110,9 +110,13 @@ def test_export_shows_header_notes_caveats_summary_charts_and_every_case(
         percents = [c["usefulTFPerGPU"] / meta["theoreticalTFPerGPU"][precision] * 100
                     for c in group]
         assert int(count) == len(group)
-        assert best == f"{max(percents):,.1f}"
+        # Tied within noise: another case within the larger windows' spread of the best.
+        top = max(range(len(group)), key=lambda i: percents[i])
+        tied = any(i != top and (percents[top] - percents[i]) / percents[top] * 100
+                   <= max(_spread(group[top]), _spread(group[i])) for i in range(len(group)))
+        assert best == f"{percents[top]:,.1f}" + (" (tied within noise)" if tied else "")
         assert median == f"{statistics.median(percents):,.1f}"
-        assert useful == f"{max(c['usefulTFPerGPU'] for c in group):,.1f}"
+        assert useful.startswith(f"{max(c['usefulTFPerGPU'] for c in group):,.1f}")
         assert layer == f"{statistics.median(c['layerMS'] for c in group):,.3f}"
         # Each case's limiter counted once: the counts add up to the group.
         assert sum(int(part.split()[1]) for part in limiters.split(", ")) == len(group)
@@ -409,3 +413,9 @@ def test_compare_export_route_and_cli(
     assert main(["export", "--compare", "1", "2", "--ep", "8",
                  "--database-url", database_url]) == 2
     assert "not to --compare" in capsys.readouterr().err
+
+
+def _spread(case: dict[str, Any]) -> float:
+    """DESIGN.md's windowSpreadPercent, by hand: (max - min) / median of the windows."""
+    windows = case["windows"]["combined"]
+    return (max(windows) - min(windows)) / statistics.median(windows) * 100

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.case_schema import CaseOut, ReportFacets
 from app.models import ReportRow
@@ -38,7 +38,10 @@ class ReportSummary(Out):
     source: str | None
     runId: str | None
     caseCount: int
-    bestPercentOfPeak: float | None
+    bestPercentOfPeak: float | None = Field(
+        description="the best % of peak among the cases that are no data error")
+    dataErrorCount: int = Field(
+        description="cases caveated above_peak, numerical_not_accepted or failed")
     createdAt: datetime
     updatedAt: datetime
 
@@ -87,6 +90,7 @@ def report_summary(row: ReportRow) -> ReportSummary:
         runId=row.run_id,
         caseCount=row.case_count,
         bestPercentOfPeak=row.best_percent_of_peak,
+        dataErrorCount=row.data_error_count,
         createdAt=row.created_at,
         updatedAt=row.updated_at,
     )

@@ -16,18 +16,25 @@ from app.services.matrix import Matrix, MatrixCell
 METRIC_OPTIONS = [{"label": m.label, "value": m.key} for m in METRICS.values()]
 
 
-def _cell(report_id: int, matrix: Matrix, cell: MatrixCell | None, best: bool) -> html.Td:
+def _cell(report_id: int, matrix: Matrix, cell: MatrixCell | None, best: bool,
+          tied: bool) -> html.Td:
     if cell is None:
         return html.Td("", className="matrix-blank", title="not run")
-    hover = cell.case_id + (f" (caveats: {', '.join(cell.caveats)})" if cell.caveats else "")
     text = matrix.text(cell.value) or "n/a"
     classes = ["matrix-cell", *(["matrix-best"] if best else []),
+               *(["matrix-tied"] if tied else []),
                *(["matrix-caveated"] if cell.caveats else [])]
     if isinstance(cell.value, str):
         classes.append(f"limiter-{cell.value}")
-    return html.Td(dcc.Link(("\u2605 " if best else "") + text,
-                            href=links.case_href(report_id, cell.case_id)),
-                   className=" ".join(classes), title=hover)
+    mark = "\u2605 " if best else ("\u2248 " if tied else "")
+    parts: list[Any] = [dcc.Link(mark + text, href=links.case_href(report_id, cell.case_id))]
+    if cell.count > 1:
+        # Run more than once here: each case linked, none dropped.
+        parts += [html.Span(f" \u00d7{cell.count}", className="matrix-count"), " ",
+                  *(dcc.Link(f"#{i}", href=links.case_href(report_id, case_id),
+                             className="matrix-other", title=case_id)
+                    for i, case_id in enumerate(cell.case_ids, 1))]
+    return html.Td(parts, className=" ".join(classes), title=cell.hover)
 
 
 def matrix_table(report_id: int, matrix: Matrix) -> html.Div:
@@ -46,11 +53,13 @@ def matrix_table(report_id: int, matrix: Matrix) -> html.Div:
         for row in rows:
             body.append(html.Tr([
                 html.Th(row.label, className="matrix-config"),
-                *(_cell(report_id, matrix, cell, i == row.best)
+                *(_cell(report_id, matrix, cell, i == row.best,
+                        i != row.best and i in row.ties)
                   for i, cell in enumerate(row.cells)),
             ]))
     best = ("" if matrix.metric.better is None else
-            f"; \u2605 the row's best ({matrix.metric.better} is better)")
+            f"; \u2605 the row's best ({matrix.metric.better} is better), \u2248 tied with "
+            f"it within noise (the windows' spread)")
     return html.Div([
         html.Table([head, html.Tbody(body)], className="grid-table matrix-table",
                    id="report-matrix-table"),

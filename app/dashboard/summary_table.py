@@ -9,7 +9,7 @@ from dash import html
 
 from app.case_fields import CaseDict
 from app.dashboard.components import table
-from app.export.summary import summary_rows
+from app.export.summary import best_text, summary_rows
 
 HEADER = ("mode", "precision", "pipeline", "cases", "best % of peak", "median % of peak",
           "best useful TFLOP/s", "median layer ms", "limiters")
@@ -24,7 +24,8 @@ def summary_table(cases: Sequence[CaseDict]) -> html.Table | html.Div:
     if not rows:
         return html.Div("no case in view", className="muted")
     return table(HEADER, [
-        (r.mode, r.precision, r.pipeline, str(r.cases), _number(r.best_percent_of_peak),
-         _number(r.median_percent_of_peak), _number(r.best_useful_tf),
+        (r.mode, r.precision, r.pipeline, str(r.cases),
+         best_text(r.best_percent_of_peak, r.best_tied),
+         _number(r.median_percent_of_peak), best_text(r.best_useful_tf, r.best_tf_tied),
          _number(r.median_layer_ms, 3), r.limiter_text) for r in rows],
         id="report-summary-table")

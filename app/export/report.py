@@ -9,7 +9,7 @@ from typing import Any
 from app.case_fields import TABLED, CaseDict, CaseFilter
 from app.export.document import export_spec, render
 from app.export.footer import Footer
-from app.export.summary import summary_rows
+from app.export.summary import best_text, summary_rows
 from app.matrix_metrics import DEFAULT_METRIC, METRICS, metric_for
 from app.services.case_table import table_row
 from app.services.case_text import display_value
@@ -90,7 +90,7 @@ def report_html(view: ReportView, footer: Footer, verdicts: ReportVerdicts | Non
         rows=[(_cells(case), [c["code"] for c in case.get("caveats", [])])
               for case in view.cases],
         history=against_history(view, verdicts) if verdicts else None,
-        footer=footer, fmt=_fmt, mad_to_sigma=MAD_TO_SIGMA,
+        footer=footer, fmt=_fmt, best_text=best_text, mad_to_sigma=MAD_TO_SIGMA,
     )
 
 

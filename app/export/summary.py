@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from app.case_fields import CaseDict
 from app.figures.configuration import rank
 from ingest.derived import LIMITERS
+from ingest.ties import Scored, best_of
 
 
 @dataclass(frozen=True)
@@ -20,11 +21,13 @@ class SummaryRow:
     precision: str
     pipeline: str
     cases: int
-    best_percent_of_peak: float | None
+    best_percent_of_peak: float | None  # never a data error (ingest.ties.NEVER_BEST)
     median_percent_of_peak: float | None  # over the cases that have a % of peak
     best_useful_tf: float | None
     median_layer_ms: float | None
     limiters: dict[str, int]  # limiter -> cases, every limiter named (0 included)
+    best_tied: bool = False  # another case is within noise of the best % of peak
+    best_tf_tied: bool = False  # ... of the best useful TFLOP/s
 
     @property
     def limiter_text(self) -> str:
@@ -39,18 +42,37 @@ def summary_rows(cases: Sequence[CaseDict]) -> list[SummaryRow]:
     rows = []
     for (mode, precision, pipeline), group in sorted(groups.items(), key=_order):
         percents = [c["percentOfPeak"] for c in group if c.get("percentOfPeak") is not None]
-        useful = [c["usefulTFPerGPU"] for c in group if c.get("usefulTFPerGPU") is not None]
         times = [c["layerMS"] for c in group if c.get("layerMS") is not None]
         found = Counter(c.get("limiter") for c in group)
+        best_percent = _best(group, "percentOfPeak")
+        best_tf = _best(group, "usefulTFPerGPU")
         rows.append(SummaryRow(
             mode=mode, precision=precision, pipeline=pipeline, cases=len(group),
-            best_percent_of_peak=max(percents, default=None),
+            best_percent_of_peak=best_percent[0],
             median_percent_of_peak=statistics.median(percents) if percents else None,
-            best_useful_tf=max(useful, default=None),
+            best_useful_tf=best_tf[0],
             median_layer_ms=statistics.median(times) if times else None,
             limiters={name: found[name] for name in LIMITERS},
+            best_tied=best_percent[1], best_tf_tied=best_tf[1],
         ))
     return rows
+
+
+def _best(group: Sequence[CaseDict], key: str) -> tuple[float | None, bool]:
+    """The group's best value of ``key`` (ingest.ties: no data error) and whether another
+    case ties with it within noise."""
+    cases = [c for c in group if c.get(key) is not None]
+    best = best_of([Scored(float(c[key]), c.get("windowSpreadPercent"),
+                           frozenset(v["code"] for v in c.get("caveats", [])))
+                    for c in cases], "higher")
+    return (None, False) if best is None else (float(cases[best.index][key]), best.tied)
+
+
+def best_text(value: float | None, tied: bool, digits: int = 1) -> str:
+    """A summary's best, saying "tied within noise" where another case is as good."""
+    if value is None:
+        return "n/a"
+    return f"{value:,.{digits}f}" + (" (tied within noise)" if tied else "")
 
 
 def _order(item: tuple[tuple[str, str, str], list[CaseDict]]) -> tuple[object, ...]:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Select, func, insert, or_, select, update
+from sqlalchemy import Select, exists, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, NotFound
 from app.models import Base, CaseRow, ReportRow, utcnow
 from ingest.derived import Caveat
+from ingest.ties import NEVER_BEST
 
 # Core tables for the bulk inserts: the ORM's bulk path only adds per-row bookkeeping.
 _CASES = Base.metadata.tables["cases"]
@@ -133,14 +134,18 @@ def insert_cases(
 
 
 def refresh_summary(session: Session, report_id: int) -> int:
-    """Recount the report's cases and its best % of peak; returns the count."""
-    count, best = session.execute(
-        select(func.count(CaseRow.id), func.max(CaseRow.percent_of_peak))
+    """Recount the report's cases, its data errors (cases caveated so that they can be
+    no one's best) and its best % of peak among the others; returns the count."""
+    erroneous = exists().where(_CAVEATS.c.case_pk == CaseRow.id,
+                               _CAVEATS.c.code.in_(sorted(NEVER_BEST)))
+    count, errors, best = session.execute(
+        select(func.count(CaseRow.id), func.count(CaseRow.id).filter(erroneous),
+               func.max(CaseRow.percent_of_peak).filter(~erroneous))
         .where(CaseRow.report_id == report_id)
     ).one()
     session.execute(
         update(ReportRow).where(ReportRow.id == report_id)
-        .values(case_count=count, best_percent_of_peak=best)
+        .values(case_count=count, data_error_count=errors, best_percent_of_peak=best)
     )
     return int(count)
 

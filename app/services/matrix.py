@@ -17,13 +17,35 @@ from app.case_fields import CaseDict, CaseFilter
 from app.figures.configuration import Configuration, configuration, variant, variant_key
 from app.matrix_metrics import DEFAULT_METRIC, MatrixMetric, metric_for
 from app.services import cases as case_service
+from ingest.ties import Scored, best_of
 
 
 @dataclass(frozen=True)
 class MatrixCell:
-    case_id: str
+    case_id: str  # the case whose value the cell shows
     value: float | str | None
     caveats: tuple[str, ...]
+    # Every case of the report run in this cell, in report order (a configuration run twice
+    # in one variant keeps both: the cell shows the best eligible one and says so).
+    case_ids: tuple[str, ...] = ()
+    noise_percent: float | None = None  # the shown case's windowSpreadPercent
+
+    @property
+    def count(self) -> int:
+        return len(self.case_ids) or 1
+
+    @property
+    def hover(self) -> str:
+        """The case shown, its caveats, and every case run in the same cell."""
+        text = self.case_id + (f" (caveats: {', '.join(self.caveats)})" if self.caveats else "")
+        if self.count > 1:
+            text += f"; {self.count} cases here: " + ", ".join(self.case_ids)
+        return text
+
+    def scored(self) -> Scored | None:
+        if not isinstance(self.value, int | float) or isinstance(self.value, bool):
+            return None
+        return Scored(float(self.value), self.noise_percent, frozenset(self.caveats))
 
 
 @dataclass(frozen=True)
@@ -32,6 +54,8 @@ class MatrixRow:
     label: str
     cells: tuple[MatrixCell | None, ...]  # one per column; None: not run
     best: int | None  # the column of the row's best cell
+    # The columns tied with the best within noise (ingest.ties), the best included.
+    ties: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,34 +79,41 @@ class Matrix:
 
 def build_matrix(cases: Sequence[CaseDict], metric: str = DEFAULT_METRIC) -> Matrix:
     """The matrix of the cases given (a filtered view gives a filtered matrix). A
-    configuration run twice in one variant (ids differ) keeps the first in report order."""
+    configuration run more than once in one variant keeps every case in its cell."""
     chosen = metric_for(metric)
-    by_row: dict[Configuration, dict[tuple[str, str], CaseDict]] = {}
+    by_row: dict[Configuration, dict[tuple[str, str], list[CaseDict]]] = {}
     for case in cases:
-        by_row.setdefault(configuration(case), {}).setdefault(variant(case), case)
+        by_row.setdefault(configuration(case), {}).setdefault(variant(case), []).append(case)
     columns = tuple(sorted({v for cells in by_row.values() for v in cells}, key=variant_key))
     with_category = len({c.category for c in by_row}) > 1
     rows = []
     for config in sorted(by_row, key=Configuration.sort_key):
-        cells = tuple(_cell(by_row[config].get(column), chosen) for column in columns)
-        rows.append(MatrixRow(config, config.label(with_category), cells, _best(cells, chosen)))
+        cells = tuple(_cell(by_row[config].get(column, []), chosen) for column in columns)
+        best = (None if chosen.better is None else
+                best_of([c.scored() if c else None for c in cells], chosen.better, at_least=2))
+        rows.append(MatrixRow(config, config.label(with_category), cells,
+                              None if best is None else best.index,
+                              () if best is None else best.ties))
     return Matrix(chosen, columns, tuple(rows))
 
 
-def _cell(case: CaseDict | None, metric: MatrixMetric) -> MatrixCell | None:
-    if case is None:
-        return None
+def _one(case: CaseDict, metric: MatrixMetric, ids: tuple[str, ...]) -> MatrixCell:
     codes = tuple(c["code"] for c in case.get("caveats", []))
-    return MatrixCell(str(case["id"]), case.get(metric.key), codes)
+    return MatrixCell(str(case["id"]), case.get(metric.key), codes, ids,
+                      case.get("windowSpreadPercent"))
 
 
-def _best(cells: Sequence[MatrixCell | None], metric: MatrixMetric) -> int | None:
-    scored = [(cell.value, i) for i, cell in enumerate(cells)
-              if cell is not None and isinstance(cell.value, int | float)]
-    if metric.better is None or len(scored) < 2:
-        return None  # one cell alone is not "best" of anything
-    pick = max if metric.better == "higher" else min
-    return pick(scored, key=lambda pair: pair[0])[1]
+def _cell(cases: Sequence[CaseDict], metric: MatrixMetric) -> MatrixCell | None:
+    """The cell of the cases run in it: the best eligible one shown (the first when the
+    metric ranks nothing or none is eligible)."""
+    if not cases:
+        return None
+    ids = tuple(str(c["id"]) for c in cases)
+    cells = [_one(c, metric, ids) for c in cases]
+    if len(cells) == 1 or metric.better is None:
+        return cells[0]
+    best = best_of([c.scored() for c in cells], metric.better)
+    return cells[0] if best is None else cells[best.index]
 
 
 def column_label(column: tuple[str, str]) -> str:
@@ -99,9 +130,11 @@ def matrix_json(matrix: Matrix) -> dict[str, Any]:
             "mode": r.configuration.mode, "ep": r.configuration.ep,
             "category": r.configuration.category, "F": r.configuration.F,
             "imbalance": r.configuration.imbalance, "label": r.label,
-            "cells": [None if c is None else {"caseId": c.case_id, "value": c.value}
-                      for c in r.cells],
+            "cells": [None if c is None else {
+                "caseId": c.case_id, "value": c.value, "caseIds": list(c.case_ids),
+                "count": c.count} for c in r.cells],
             "best": r.best,
+            "ties": list(r.ties),
         } for r in matrix.rows],
     }
 

@@ -49,6 +49,7 @@ def _row(row: ReportRow, previous_id: int | None) -> dict[str, Any]:
         "id": row.id, "date": row.date, "gpu": row.gpu, "runId": row.run_id or "",
         "source": row.source or "",
         "caseCount": row.case_count, "bestPercentOfPeak": row.best_percent_of_peak,
+        "dataErrorCount": row.data_error_count,
         "ingestedAt": row.created_at.strftime("%Y-%m-%d %H:%M UTC"),
         # The report before it in its series (same GPU and shape): compare's default base.
         "previousId": previous_id,

@@ -22,8 +22,11 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"content": {"application/json": {}, "text/csv": {}},
           "description": "Rows: configurations (mode, EP, category, F, imbalance), grouped by "
                          "mode; columns: precision x pipeline; a cell is null (CSV: empty) "
-                         "where that combination was not run; `best` is the column of the "
-                         "row's best cell"},
+                         "where that combination was not run; a cell names the case it shows "
+                         "(`caseId`) and every case of the report run there (`caseIds`, "
+                         "`count`); `best` is the column of the row's best cell (never a case "
+                         "caveated above_peak, numerical_not_accepted or failed), `ties` every "
+                         "column within noise of it (windowSpreadPercent), the best included"},
     **READ, **errors(404),
 }
 

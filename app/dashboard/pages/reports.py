@@ -37,13 +37,24 @@ def reports_table(rows: list[dict[str, Any]]) -> html.Div | html.Table:
               "ingested at", "compare"]
     body = [[
         dcc.Link(f"#{row['id']}", href=links.report_href(row["id"])),
-        row["date"], row["gpu"], row["runId"], row["source"], str(row["caseCount"]),
+        row["date"], row["gpu"], row["runId"], row["source"], _cases(row),
         percent(row["bestPercentOfPeak"]), row["ingestedAt"],
         dcc.Link(f"with previous #{row['previousId']}",
                  href=links.compare_href(row["previousId"], row["id"]))
         if row["previousId"] is not None else "",
     ] for row in rows]
     return table(header, body, id="reports-table")
+
+
+def _cases(row: dict[str, Any]) -> html.Span | str:
+    """The case count, and the data errors among them (left out of the best)."""
+    errors = row["dataErrorCount"]
+    if not errors:
+        return str(row["caseCount"])
+    return html.Span([str(row["caseCount"]), " ", html.Span(
+        f"({errors} data error{'s' if errors > 1 else ''})", className="data-errors",
+        title="cases caveated above_peak, numerical_not_accepted or failed: left out of "
+              "the best % of peak")])
 
 
 PER_PAGE = 50
