@@ -83,3 +83,21 @@ def test_sizes_and_phases_read_in_units() -> None:
     assert formatted("setupS", 1234.5) == "1,234.50 s"
     assert formatted("compileS", 0.0) == "0.00 s" and formatted("compiledGraphs", 3) == "3"
     assert formatted("ooms", 2) == "2"
+
+
+def test_case_page_says_what_bounds_it_and_why_no_phase_chart(
+    session: Session, reference: Body, pages: dict[str, Any]  # noqa: F811
+) -> None:
+    rid = ingest(session, reference)
+    case = next(c for c in reference["cases"]
+                if c["id"] == "training-ep32-bf16-standard-single_layer-F3072-i4")
+    page = pages["case"].layout(str(rid), case["id"])
+    rows = case["receiveRows"]
+    hot = max(rows) / (sum(rows) / len(rows))
+    compute = case["usefulTFPerGPU"] / 2500 * 100 * hot  # the busiest rank, bf16 peak 2500
+    assert find(page, "case-bound").children == (
+        f"compute-bound on the busiest rank ({compute:.0f} %, {hot:.1f}× the mean rows); "
+        f"the other ranks wait {(1 - 1 / hot) * 100:.0f} % of the time")
+    # The reference times no phases: a line says so instead of a one-bar chart.
+    assert find(page, "case-graph-phases") is None
+    assert "no phaseMS" in find(page, "case-no-phases").children

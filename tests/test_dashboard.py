@@ -576,3 +576,20 @@ def test_page_texts_read_the_regression_settings_they_describe() -> None:
         moved_cases_section(ReportMarks(unjudged, {}), [])))
     point = {"status": "insufficient_history", "baselinePoints": 1}
     assert verdict_text(point) == f"fewer than {MIN_BASELINE_POINTS} earlier points (1)"
+
+
+def test_report_page_opens_on_the_matrix_metric_in_its_url(
+    reference_id: int, reference: dict[str, Any], pages: dict[str, ModuleType]
+) -> None:
+    report = pages["report"]
+    page = report.layout(str(reference_id), matrixMetric="percentOfPeak")
+    assert find(page, "report-matrix-metric").value == "percentOfPeak"
+    # The first bf16 cell's % of peak, by hand: useful TF / the bf16 peak 2500, one digit.
+    first = next(c for c in reference["cases"] if c["precision"] == "bf16")
+    expected = f"{first['usefulTFPerGPU'] / 2500 * 100:,.1f}"
+    assert any(t.endswith(expected) for t in texts(find(page, "report-matrix-table")))
+    assert find(page, "report-url-problems").hidden is True
+    page = report.layout(str(reference_id), matrixMetric="speed")
+    assert find(page, "report-matrix-metric").value == DEFAULT_METRIC
+    problems = " ".join(texts(find(page, "report-url-problems")))
+    assert "matrixMetric='speed'" in problems and "percentOfPeak" in problems

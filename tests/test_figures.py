@@ -507,3 +507,17 @@ def test_case_phase_chart_shows_quantize_and_the_backward_phases() -> None:
     assert list(bar["x"]) == ["quantize", "dispatch", "experts", "combine", "layer (forward)",
                               "bwd combine", "bwd experts", "bwd dispatch", "layer (bwd)"]
     assert list(bar["y"]) == [0.125, 0.5, 1.5, 0.25, 3.0, 0.75, 3.0, 0.5, 5.0]
+
+
+def test_case_charts_draw_no_phase_bar_without_phases_and_fit_the_windows() -> None:
+    case = {"id": "c", "mode": "inference", "precision": "bf16", "receiveRows": [4, 4],
+            "windows": {"combined": [2.00, 2.13, 2.06]}}
+    specs = figures.case_specs(case)
+    assert "phases" not in specs
+    # 6.5 % between the windows must show: the axis is not forced to start at 0.
+    assert specs["windows"]["layout"]["yaxis"]["rangemode"] == "normal"
+    layout = figures.to_figure(specs["windows"]).layout
+    assert layout.yaxis.rangemode == "normal"
+    phased = {**case, "phaseMS": {"dispatch": 0.1, "experts": 0.5, "combine": 0.1},
+              "forwardMS": 0.8}
+    assert "phases" in figures.case_specs(phased)

@@ -17,6 +17,7 @@ from app.dashboard.components import GRAPH_CONFIG, not_found, parse_report_id
 from app.services import case_text
 from app.services import cases as case_service
 from app.services.explain import CaseAgainstHistory, case_against_history
+from ingest.bounds import Bound, bound_sentence
 
 # Before the report page: its template would also match this longer path.
 dash.register_page(__name__, path_template="/reports/<report_id>/cases/<case_id>",
@@ -50,9 +51,15 @@ def layout(report_id: str | None = None, case_id: str | None = None, **_: Any) -
         html.H1(case["id"], id="case-id"),
         html.H2("Against history"),
         verdict_block(history),
+        html.P(bound_sentence(Bound(case.get("limiter"), case.get("computeUtilPercent"),
+                                    case.get("hbmUtilPercent"), case.get("nvlinkUtilPercent"),
+                                    case.get("hotRankFactor"))), id="case-bound"),
         html.H2("Caveats"),
         caveat_list(case),
         html.Div(graphs, className="case-charts"),
+        *([] if case.get("phaseMS") else [html.P(
+            "No phase chart: the runner timed no phases for this case (no phaseMS).",
+            id="case-no-phases", className="muted")]),
         html.H2("Every field"),
         fields_table(case),
     ])

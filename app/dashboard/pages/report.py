@@ -44,7 +44,6 @@ from app.dashboard.components import (
     style_legend,
     table,
 )
-from app.matrix_metrics import DEFAULT_METRIC
 from app.services import case_table, chart_panels, comparison, history_view, report_view
 from app.services.explain import attributions
 from app.services.matrix import build_matrix, report_matrix
@@ -210,7 +209,9 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
             return not_found(exc.detail)
     hint = filter_options.empty_hint(data.cases, chosen)
     choices = filter_options.all_options(data.facets, data.cases, chosen)
-    parts = view_parts(rid, view, marks.marks, DEFAULT_METRIC, hint, choices)
+    metric, metric_problem = matrix_table.metric_from_query(query.get("matrixMetric"))
+    problems += [metric_problem] if metric_problem else []
+    parts = view_parts(rid, view, marks.marks, metric, hint, choices)
     parts["report-url-problems.hidden"] = not problems
     return html.Div([
         dcc.Store(id="report-id", data=rid),
@@ -231,7 +232,7 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
                  hidden=parts["report-empty.hidden"]),
         html.Div(parts["report-cap-banner.children"], id="report-cap-banner",
                  className="cap-banner", hidden=parts["report-cap-banner.hidden"]),
-        matrix_table.matrix_section(parts["report-matrix.children"]),
+        matrix_table.matrix_section(parts["report-matrix.children"], metric),
         html.Details([html.Summary("Summary per mode x precision x pipeline"),
                       html.Div(parts["report-summary.children"], id="report-summary")],
                      open=True, className="summary-section"),
