@@ -40,6 +40,15 @@ TABLE: tuple[Metric, ...] = (
     Metric("analyticalHBMGBps", "HBM", "HBM GB/s (analytical)", "GB/s", "higher", 0,
            "bandwidth"),
     Metric("limiter", "limiter", "limiter", "", None, 0, "bounds"),
+    Metric("computeUtilPercent", "compute util", "compute util % (busiest rank)", "%",
+           "higher", 1, "bounds"),
+    Metric("hbmUtilPercent", "HBM util", "HBM util % (busiest rank)", "%", "higher", 1,
+           "bounds"),
+    Metric("nvlinkUtilPercent", "NVLink util", "NVLink util % (busiest rank)", "%", "higher", 1,
+           "bounds"),
+    Metric("hotRankFactor", "hot rank", "busiest rank x mean rows", "x", None, 2, "bounds"),
+    Metric("communicationSharePercent", "communication", "communication % of phases", "%",
+           "lower", 1, "bounds"),
     Metric("allocatedPeakGiB", "allocated", "allocated GiB", "GiB", "lower", 2, "memory"),
     Metric("reservedPeakGiB", "reserved", "reserved GiB", "GiB", "lower", 2, "memory"),
     Metric("phaseMS.dispatch", "dispatch", "dispatch phase (ms)", "ms", "lower", 3, "phases",
@@ -64,6 +73,7 @@ def pick(*keys: str) -> tuple[Metric, ...]:
 
 # What each screen offers, in its order.
 MATRIX = pick("usefulTFPerGPU", "percentOfPeak", "layerMS", "nvlinkMaxTXGBps",
-              "analyticalHBMGBps", "limiter")
+              "analyticalHBMGBps", "limiter", "computeUtilPercent", "hbmUtilPercent",
+              "nvlinkUtilPercent", "hotRankFactor", "communicationSharePercent")
 HISTORY = tuple(BY_SERIES.values())
-COMPARE = tuple(m for m in TABLE if m.key not in ("limiter", "nvlinkMaxTXGBps"))
+COMPARE = tuple(m for m in TABLE if m.family != "bounds" and m.key != "nvlinkMaxTXGBps")

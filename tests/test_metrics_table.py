@@ -29,4 +29,5 @@ def test_each_screen_picks_from_the_one_table() -> None:
     assert list(HISTORY_LABELS) == [m.series for m in HISTORY] == list(BUCKET_METRICS)
     # A metric that is better one way says so; the limiter and clocks rank nothing.
     assert {m.key for m in TABLE if m.better is None} == {
-        "limiter", "gpuState.smClockMinMHz", "gpuState.smClockMaxMHz", "gpuState.powerMaxW"}
+        "limiter", "hotRankFactor", "gpuState.smClockMinMHz", "gpuState.smClockMaxMHz",
+        "gpuState.powerMaxW"}
