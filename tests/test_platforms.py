@@ -1,0 +1,104 @@
+"""The platforms read model: a second report built here from the reference (another GPU,
+other peaks, another shape, throughput scaled per configuration by known factors, one
+configuration dropped) matched against the reference by configuration."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from typing import Any
+
+from app.services.platforms import PlatformInput, build_platforms, platform_of
+from ingest.reference import reference_report_text
+
+
+def _factor(case: dict[str, Any]) -> float:
+    # Known, varied per configuration: depends on EP, F and precision.
+    return 0.5 + 0.01 * float(case["ep"]) + (0.1 if case["precision"] == "bf16" else 0.0) \
+        + case["F"] / 100_000
+
+
+def _inputs() -> tuple[PlatformInput, PlatformInput, dict[str, Any], str]:
+    ref = json.loads(reference_report_text())
+    other = copy.deepcopy(ref)
+    other["meta"]["gpu"] = "NVIDIA H200"
+    other["meta"]["theoreticalTFPerGPU"] = {"bf16": 989, "mxfp8": 1979}
+    other["meta"]["shape"]["T"] = 4096
+    dropped = other["cases"].pop(0)
+    for case in other["cases"]:
+        if case.get("usefulTFPerGPU") is not None:
+            case["usefulTFPerGPU"] *= _factor(case)
+    a = PlatformInput(platform_of(1, ref["meta"]["gpu"], ref["meta"]["date"], ref["meta"]),
+                      ref["cases"])
+    b = PlatformInput(platform_of(9, "NVIDIA H200", "2026-11-01", other["meta"]),
+                      other["cases"])
+    return a, b, ref, dropped["id"]
+
+
+def _key(case: dict[str, Any]) -> tuple[Any, ...]:
+    return (case["mode"], case["ep"], case["category"], case["F"], float(case["imbalance"]),
+            case["precision"], case["pipeline"])
+
+
+def _row_key(row: Any) -> tuple[Any, ...]:
+    c = row.configuration
+    return (c.mode, c.ep, c.category, c.F, c.imbalance, row.precision, row.pipeline)
+
+
+def test_ratios_match_known_factors_and_missing_is_not_run() -> None:
+    a, b, ref, dropped_id = _inputs()
+    page = build_platforms([a, b], baseline=0)
+    assert page.total == len(ref["cases"])
+    assert page.matched == len(ref["cases"]) - 1
+    assert [p.gpu for p in page.platforms] == [ref["meta"]["gpu"], "NVIDIA H200"]
+    assert dict(page.platforms[1].peaks) == {"bf16": 989.0, "mxfp8": 1979.0}
+    by_key = {_row_key(r): r for r in page.rows}
+    checked = 0
+    for case in ref["cases"]:
+        row = by_key[_key(case)]
+        if case["id"] == dropped_id:
+            assert row.cells[1].useful_tf is None and row.cells[1].reason == "not run"
+            continue
+        assert row.shape_differs  # T 2048 vs 4096
+        if case.get("usefulTFPerGPU"):
+            assert math.isclose(row.cells[1].ratio or 0, _factor(case), rel_tol=1e-9)
+            assert row.cells[0].ratio == 1.0
+            checked += 1
+    assert checked > 10
+
+
+def test_geometric_means_per_mode_and_precision() -> None:
+    a, b, ref, dropped_id = _inputs()
+    page = build_platforms([a, b])
+    expected: dict[tuple[str, str], list[float]] = {}
+    for case in ref["cases"]:
+        if case["id"] != dropped_id and case.get("usefulTFPerGPU"):
+            expected.setdefault((case["mode"], case["precision"]), []).append(
+                math.log(_factor(case)))
+    got = {(g.mode, g.precision): g for g in page.geomeans}
+    assert set(got) == set(expected)
+    for key, logs in expected.items():
+        assert got[key].count[1] == len(logs)
+        assert math.isclose(got[key].ratios[1] or 0, math.exp(sum(logs) / len(logs)),
+                            rel_tol=1e-9)
+
+
+def test_winner_is_the_faster_platform_and_baseline_can_change() -> None:
+    a, b, ref, _ = _inputs()
+    page = build_platforms([a, b], baseline=1)
+    assert page.baseline == 1
+    for row in page.rows:
+        tfs = [c.useful_tf for c in row.cells]
+        if None in tfs or row.cells[0].tied:
+            continue
+        faster = 0 if (tfs[0] or 0) > (tfs[1] or 0) else 1
+        assert row.cells[faster].best and not row.cells[1 - faster].best
+        assert row.cells[1].ratio == 1.0
+
+
+def test_same_shape_is_not_marked() -> None:
+    a, _, _, _ = _inputs()
+    page = build_platforms([a, a])
+    assert not any(r.shape_differs for r in page.rows)
+    assert page.matched == page.total
