@@ -15,8 +15,8 @@ from ingest.reference import reference_report_text
 
 def _factor(case: dict[str, Any]) -> float:
     # Known, varied per configuration: depends on EP, F and precision.
-    return 0.5 + 0.01 * float(case["ep"]) + (0.1 if case["precision"] == "bf16" else 0.0) \
-        + case["F"] / 100_000
+    return float(0.5 + 0.01 * case["ep"]) + (0.1 if case["precision"] == "bf16" else 0.0) \
+        + float(case["F"]) / 100_000
 
 
 def _inputs() -> tuple[PlatformInput, PlatformInput, dict[str, Any], str]:
@@ -102,3 +102,32 @@ def test_same_shape_is_not_marked() -> None:
     page = build_platforms([a, a])
     assert not any(r.shape_differs for r in page.rows)
     assert page.matched == page.total
+
+
+def test_csv_and_markdown_carry_the_ratios_and_not_run() -> None:
+    import csv
+    import io
+
+    from app.services.platforms_text import platforms_csv, platforms_markdown
+
+    a, b, ref, dropped_id = _inputs()
+    page = build_platforms([a, b])
+    rows = list(csv.DictReader(io.StringIO(platforms_csv(page))))
+    assert len(rows) == 2 * len(ref["cases"])
+    dropped = next(c for c in ref["cases"] if c["id"] == dropped_id)
+    line = next(r for r in rows if r["report_id"] == "9" and r["mode"] == dropped["mode"]
+                and int(r["ep"]) == dropped["ep"] and int(r["F"]) == dropped["F"]
+                and r["precision"] == dropped["precision"]
+                and r["pipeline"] == dropped["pipeline"]
+                and r["category"] == dropped["category"]
+                and float(r["imbalance"]) == float(dropped["imbalance"]))
+    assert line["not_run_reason"] == "not run" and line["useful_tf_per_gpu"] == ""
+    for r in rows:
+        if r["report_id"] == "9" and r["ratio_to_baseline"]:
+            case = next(c for c in ref["cases"] if _key(c) == (
+                r["mode"], int(r["ep"]), r["category"], int(r["F"]), float(r["imbalance"]),
+                r["precision"], r["pipeline"]))
+            assert math.isclose(float(r["ratio_to_baseline"]), _factor(case), abs_tol=5e-5)
+    text = platforms_markdown(page)
+    assert text.startswith(f"# {ref['meta']['gpu']} vs NVIDIA H200")
+    assert f"{page.matched} of {page.total}" in text and "not run" in text
