@@ -131,3 +131,32 @@ def test_csv_and_markdown_carry_the_ratios_and_not_run() -> None:
     text = platforms_markdown(page)
     assert text.startswith(f"# {ref['meta']['gpu']} vs NVIDIA H200")
     assert f"{page.matched} of {page.total}" in text and "not run" in text
+
+
+def test_the_service_reads_stored_reports_and_matches_them(
+        session: Any, reference: dict[str, Any]) -> None:
+    from app.services import reports as report_service
+    from app.services.platforms import platforms_page
+    from ingest.validate import validate_report
+
+    other = copy.deepcopy(reference)
+    other["meta"]["gpu"] = "NVIDIA H200"
+    other["meta"]["date"] = "2026-11-02"
+    other["meta"]["theoreticalTFPerGPU"] = {"bf16": 989, "mxfp8": 1979}
+    gone = other["cases"].pop()
+    for case in other["cases"]:
+        if case.get("usefulTFPerGPU") is not None:
+            case["usefulTFPerGPU"] *= _factor(case)
+    first = report_service.ingest_report(session, reference, validate_report(reference)).id
+    second = report_service.ingest_report(session, other, validate_report(other)).id
+    session.commit()
+    page = platforms_page(session, [first, second], baseline_id=second)
+    assert page.baseline == 1 and page.total == len(reference["cases"])
+    assert page.matched == page.total - 1
+    assert not any(r.shape_differs for r in page.rows)
+    by_key = {_row_key(r): r for r in page.rows}
+    assert by_key[_key(gone)].cells[1].reason == "not run"
+    for case in other["cases"]:
+        ratio = by_key[_key(case)].cells[0].ratio
+        if case.get("usefulTFPerGPU"):
+            assert math.isclose(ratio or 0, 1 / _factor(case), rel_tol=1e-6)
