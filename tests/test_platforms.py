@@ -160,3 +160,37 @@ def test_the_service_reads_stored_reports_and_matches_them(
         ratio = by_key[_key(case)].cells[0].ratio
         if case.get("usefulTFPerGPU"):
             assert math.isclose(ratio or 0, 1 / _factor(case), rel_tol=1e-6)
+
+
+def test_the_api_serves_json_and_csv_and_rejects_bad_picks(
+        client: Any, auth: Any, reference: dict[str, Any]) -> None:
+    import csv
+    import io
+
+    other = copy.deepcopy(reference)
+    other["meta"]["gpu"] = "NVIDIA H200"
+    other["meta"]["date"] = "2026-11-03"
+    for case in other["cases"]:
+        if case.get("usefulTFPerGPU") is not None:
+            case["usefulTFPerGPU"] *= _factor(case)
+    ids = [client.post("/api/v1/reports", json=body, headers=auth("ingest")).json()["id"]
+           for body in (reference, other)]
+    got = client.get(f"/api/v1/platforms?reports={ids[0]},{ids[1]}&baseline={ids[0]}")
+    assert got.status_code == 200, got.text
+    body = got.json()
+    assert body["matched"] == body["total"] == len(reference["cases"])
+    assert [p["gpu"] for p in body["platforms"]] == [reference["meta"]["gpu"], "NVIDIA H200"]
+    for row in body["rows"]:
+        ratio = row["cells"][1]["ratio"]
+        if ratio is not None:
+            case = next(c for c in reference["cases"] if _key(c) == (
+                row["configuration"]["mode"], row["configuration"]["ep"],
+                row["configuration"]["category"], row["configuration"]["F"],
+                row["configuration"]["imbalance"], row["precision"], row["pipeline"]))
+            assert math.isclose(ratio, _factor(case), rel_tol=1e-6)
+    text = client.get(f"/api/v1/platforms?reports={ids[0]},{ids[1]}&format=csv").text
+    assert len(list(csv.DictReader(io.StringIO(text)))) == 2 * len(reference["cases"])
+    assert client.get("/api/v1/platforms?reports=1,x").status_code == 422
+    assert client.get(f"/api/v1/platforms?reports={ids[0]}&baseline={ids[1]}"
+                      ).status_code == 422
+    assert client.get("/api/v1/platforms?reports=999999").status_code == 404
