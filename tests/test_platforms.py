@@ -194,3 +194,33 @@ def test_the_api_serves_json_and_csv_and_rejects_bad_picks(
     assert client.get(f"/api/v1/platforms?reports={ids[0]}&baseline={ids[1]}"
                       ).status_code == 422
     assert client.get("/api/v1/platforms?reports=999999").status_code == 404
+
+
+def test_the_cli_prints_markdown_and_csv(
+        engine: Any, database_url: str, tmp_path: Any, reference: dict[str, Any],
+        capsys: Any) -> None:
+    import csv
+    import io
+
+    from cli.main import main
+
+    db = ["--database-url", database_url]
+    other = copy.deepcopy(reference)
+    other["meta"]["gpu"] = "NVIDIA H200"
+    other["meta"]["date"] = "2026-11-04"
+    gone = other["cases"].pop(0)
+    for i, body in enumerate((reference, other)):
+        (tmp_path / f"{i}.json").write_text(json.dumps(body))
+        assert main(["ingest", str(tmp_path / f"{i}.json"), *db]) == 0
+    capsys.readouterr()
+    assert main(["platforms", "1", "2", *db]) == 0
+    text = capsys.readouterr().out
+    n = len(reference["cases"])
+    assert f"vs NVIDIA H200: matched by configuration: {n - 1} of {n}" in text
+    assert main(["platforms", "1", "2", "--baseline", "2", "--format", "csv", *db]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == 2 * n
+    missing = [r for r in rows if r["not_run_reason"] == "not run"]
+    assert [(r["report_id"], r["precision"], r["pipeline"]) for r in missing] == [
+        ("2", gone["precision"], gone["pipeline"])]
+    assert main(["platforms", "1", "2", "--baseline", "3", *db]) == 2
