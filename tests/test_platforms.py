@@ -213,14 +213,22 @@ def test_the_cli_prints_markdown_and_csv(
         (tmp_path / f"{i}.json").write_text(json.dumps(body))
         assert main(["ingest", str(tmp_path / f"{i}.json"), *db]) == 0
     capsys.readouterr()
-    assert main(["platforms", "1", "2", *db]) == 0
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from app.models import ReportRow
+    with Session(engine) as session:
+        ids = [str(i) for i in session.scalars(select(ReportRow.id).order_by(ReportRow.id))]
+    first, second = ids[-2:]
+    assert main(["platforms", first, second, *db]) == 0
     text = capsys.readouterr().out
     n = len(reference["cases"])
     assert f"vs NVIDIA H200: matched by configuration: {n - 1} of {n}" in text
-    assert main(["platforms", "1", "2", "--baseline", "2", "--format", "csv", *db]) == 0
+    assert main(["platforms", first, second, "--baseline", second, "--format", "csv",
+                 *db]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert len(rows) == 2 * n
     missing = [r for r in rows if r["not_run_reason"] == "not run"]
     assert [(r["report_id"], r["precision"], r["pipeline"]) for r in missing] == [
-        ("2", gone["precision"], gone["pipeline"])]
-    assert main(["platforms", "1", "2", "--baseline", "3", *db]) == 2
+        (second, gone["precision"], gone["pipeline"])]
+    assert main(["platforms", first, second, "--baseline", "999999", *db]) == 2
