@@ -232,3 +232,13 @@ def test_the_cli_prints_markdown_and_csv(
     assert [(r["report_id"], r["precision"], r["pipeline"]) for r in missing] == [
         (second, gone["precision"], gone["pipeline"])]
     assert main(["platforms", first, second, "--baseline", "999999", *db]) == 2
+
+
+def test_tf_per_watt_where_gpu_state_has_power() -> None:
+    a, b, _, _ = _inputs()
+    case = dict(b.cases[0])
+    case["gpuState"] = {"powerMaxW": 1000.0}
+    page = build_platforms([a, PlatformInput(b.platform, [case, *b.cases[1:]])])
+    row = next(r for r in page.rows if _row_key(r) == _key(case))
+    assert math.isclose(row.cells[1].tf_per_watt or 0, case["usefulTFPerGPU"] / 1000.0)
+    assert row.cells[0].tf_per_watt is None

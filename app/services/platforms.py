@@ -91,8 +91,9 @@ def _caveats(case: CaseDict) -> frozenset[str]:
 
 
 def _tf_per_watt(case: CaseDict) -> float | None:
+    # The wire gives the peak power over the timed windows: TF/W is a lower bound.
     state = case.get("gpuState") or {}
-    watts = state.get("powerW") if isinstance(state, dict) else None
+    watts = state.get("powerMaxW") if isinstance(state, dict) else None
     tf = case.get("usefulTFPerGPU")
     if not watts or tf is None:
         return None
