@@ -87,6 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
     _database_option(export)
     export.set_defaults(handler="cli.export", server_handler="cli.export_database")
 
+    platforms = sub.add_parser(
+        "platforms", help="reports of different GPUs side by side, matched by configuration")
+    platforms.add_argument("report_ids", type=int, nargs="+", metavar="REPORT-ID")
+    platforms.add_argument("--baseline", type=int, help="one of the reports (default: first)")
+    platforms.add_argument("--format", choices=("markdown", "csv"), default="markdown")
+    _database_option(platforms)
+    platforms.set_defaults(server_handler="cli.platforms")
+
     regressions = sub.add_parser(
         "regressions", help="cases of a report that moved against their history; exit 1 "
                             "when any regressed")

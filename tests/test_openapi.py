@@ -31,6 +31,7 @@ OPERATIONS = {
     ("get", "/api/v1/reports/{report_id}/marks"): "list_marks",
     ("put", "/api/v1/reports/{report_id}/marks/{kind}"): "put_mark",
     ("delete", "/api/v1/reports/{report_id}/marks/{kind}"): "delete_mark",
+    ("get", "/api/v1/platforms"): "get_platforms",
     ("get", "/healthz"): "healthz",
     ("get", "/readyz"): "readyz",
 }

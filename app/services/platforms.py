@@ -1,0 +1,180 @@
+"""Across hardware (issue 25, DESIGN.md "Across hardware"): one typed, frozen read model,
+``PlatformsPage``, built from N reports and a baseline. Cases are matched across reports by
+(mode, ep, precision, pipeline, F, imbalance, category), never by case id, so reports of
+different GPUs and shapes line up; a matched pair is marked where meta.shape differs."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.case_fields import CaseDict
+from app.figures.configuration import Configuration, configuration, variant, variant_key
+from app.repository import reports as reports_repo
+from app.services.cases import view_cases
+from ingest.ties import Scored, best_of
+
+_SHAPE_KEYS = ("T", "D", "E", "K")
+MatchKey = tuple[Configuration, str, str]  # configuration, precision, pipeline
+
+
+@dataclass(frozen=True)
+class Platform:
+    report_id: int
+    gpu: str
+    date: str
+    peaks: tuple[tuple[str, float], ...]  # precision -> theoretical TF/GPU, as the report names
+    shape: tuple[tuple[str, int], ...]  # (T, D, E, K)
+
+
+@dataclass(frozen=True)
+class PlatformInput:
+    """One report as the model needs it; the service reads it, tests build it."""
+
+    platform: Platform
+    cases: Sequence[CaseDict]
+
+
+@dataclass(frozen=True)
+class Cell:
+    useful_tf: float | None  # None: not run
+    reason: str | None  # why not run / no result, where the report says
+    ratio: float | None  # to the baseline's cell
+    tf_per_watt: float | None
+    best: bool
+    tied: bool  # within noise of the best: shown with ≈
+
+
+@dataclass(frozen=True)
+class Row:
+    configuration: Configuration
+    precision: str
+    pipeline: str
+    cells: tuple[Cell, ...]  # one per platform, in the page's order
+    shape_differs: bool  # a matched pair whose reports' (T, D, E, K) differ
+
+
+@dataclass(frozen=True)
+class GeoMean:
+    mode: str
+    precision: str
+    ratios: tuple[float | None, ...]  # per platform, over configurations both ran
+    count: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class PlatformsPage:
+    platforms: tuple[Platform, ...]
+    baseline: int  # index into platforms
+    rows: tuple[Row, ...]
+    geomeans: tuple[GeoMean, ...]
+    matched: int  # rows every platform ran
+    total: int
+
+    @property
+    def headline(self) -> str:
+        gpus = " vs ".join(p.gpu for p in self.platforms)
+        return f"{gpus}: matched by configuration: {self.matched} of {self.total}"
+
+
+def _reason(case: CaseDict) -> str | None:
+    codes = [str(c["code"]) for c in case.get("caveats", [])]
+    return ", ".join(codes) or None
+
+
+def _caveats(case: CaseDict) -> frozenset[str]:
+    return frozenset(str(c["code"]) for c in case.get("caveats", []))
+
+
+def _tf_per_watt(case: CaseDict) -> float | None:
+    # The wire gives the peak power over the timed windows: TF/W is a lower bound.
+    state = case.get("gpuState") or {}
+    watts = state.get("powerMaxW") if isinstance(state, dict) else None
+    tf = case.get("usefulTFPerGPU")
+    if not watts or tf is None:
+        return None
+    return float(tf) / float(watts)
+
+
+def _index(cases: Sequence[CaseDict]) -> dict[MatchKey, CaseDict]:
+    return {(configuration(c), *variant(c)): c for c in cases}
+
+
+def _row(key: MatchKey, found: list[CaseDict | None], baseline: int,
+         shapes: list[tuple[tuple[str, int], ...]]) -> Row:
+    base = found[baseline]
+    base_tf = base.get("usefulTFPerGPU") if base is not None else None
+    scored = [Scored(float(c["usefulTFPerGPU"]), c.get("windowSpreadPercent"), _caveats(c))
+              if c is not None and c.get("usefulTFPerGPU") is not None else None
+              for c in found]
+    best = best_of(scored, "higher", at_least=2)
+    cells = []
+    for i, case in enumerate(found):
+        tf = case.get("usefulTFPerGPU") if case is not None else None
+        cells.append(Cell(
+            useful_tf=None if tf is None else float(tf),
+            reason=("not run" if case is None else _reason(case)) if tf is None else None,
+            ratio=float(tf) / float(base_tf) if tf is not None and base_tf else None,
+            tf_per_watt=_tf_per_watt(case) if case is not None else None,
+            best=best is not None and best.index == i,
+            tied=best is not None and best.tied and i in best.ties))
+    ran = {shapes[i] for i, c in enumerate(found) if c is not None}
+    return Row(key[0], key[1], key[2], tuple(cells), len(ran) > 1)
+
+
+def _geomeans(rows: Sequence[Row], n: int) -> tuple[GeoMean, ...]:
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for row in rows:
+        groups.setdefault((row.configuration.mode, row.precision), []).append(row)
+    out = []
+    for (mode, precision), members in sorted(groups.items()):
+        ratios: list[float | None] = []
+        counts: list[int] = []
+        for i in range(n):
+            present = [r.cells[i].ratio for r in members]
+            logs = [math.log(x) for x in present if x is not None and x > 0]
+            ratios.append(math.exp(sum(logs) / len(logs)) if logs else None)
+            counts.append(len(logs))
+        out.append(GeoMean(mode, precision, tuple(ratios), tuple(counts)))
+    return tuple(out)
+
+
+def build_platforms(inputs: Sequence[PlatformInput], baseline: int = 0) -> PlatformsPage:
+    if not inputs:
+        raise ValueError("reports: pick at least one report")
+    if not 0 <= baseline < len(inputs):
+        raise ValueError(f"baseline: {baseline} is not one of the picked reports")
+    indexes = [_index(i.cases) for i in inputs]
+    keys = sorted({k for index in indexes for k in index},
+                  key=lambda k: (k[0].sort_key(), k[0].category, variant_key((k[1], k[2]))))
+    shapes = [i.platform.shape for i in inputs]
+    rows = tuple(_row(k, [index.get(k) for index in indexes], baseline, shapes) for k in keys)
+    matched = sum(all(c.reason != "not run" for c in r.cells)
+                  for r in rows)
+    return PlatformsPage(tuple(i.platform for i in inputs), baseline, rows,
+                         _geomeans(rows, len(inputs)), matched, len(rows))
+
+
+def platform_of(report_id: int, gpu: str, date: str, meta: dict[str, Any]) -> Platform:
+    peaks = meta.get("theoreticalTFPerGPU") or {}
+    shape = meta.get("shape") or {}
+    return Platform(report_id, gpu, date,
+                    tuple((str(k), float(v)) for k, v in sorted(peaks.items())),
+                    tuple((k, int(shape[k])) for k in _SHAPE_KEYS if k in shape))
+
+
+def platforms_page(session: Session, report_ids: Sequence[int],
+                   baseline_id: int | None = None) -> PlatformsPage:
+    """The page for ``report_ids`` against ``baseline_id`` (default: the first picked)."""
+    inputs = []
+    for report_id in report_ids:
+        row = reports_repo.get_report(session, report_id)
+        inputs.append(PlatformInput(platform_of(row.id, row.gpu, row.date, row.meta),
+                                    view_cases(session, report_id)))
+    baseline = 0 if baseline_id is None else list(report_ids).index(baseline_id) \
+        if baseline_id in report_ids else -1
+    return build_platforms(inputs, baseline)

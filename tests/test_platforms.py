@@ -1,0 +1,244 @@
+"""The platforms read model: a second report built here from the reference (another GPU,
+other peaks, another shape, throughput scaled per configuration by known factors, one
+configuration dropped) matched against the reference by configuration."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from typing import Any
+
+from app.services.platforms import PlatformInput, build_platforms, platform_of
+from ingest.reference import reference_report_text
+
+
+def _factor(case: dict[str, Any]) -> float:
+    # Known, varied per configuration: depends on EP, F and precision.
+    return float(0.5 + 0.01 * case["ep"]) + (0.1 if case["precision"] == "bf16" else 0.0) \
+        + float(case["F"]) / 100_000
+
+
+def _inputs() -> tuple[PlatformInput, PlatformInput, dict[str, Any], str]:
+    ref = json.loads(reference_report_text())
+    other = copy.deepcopy(ref)
+    other["meta"]["gpu"] = "NVIDIA H200"
+    other["meta"]["theoreticalTFPerGPU"] = {"bf16": 989, "mxfp8": 1979}
+    other["meta"]["shape"]["T"] = 4096
+    dropped = other["cases"].pop(0)
+    for case in other["cases"]:
+        if case.get("usefulTFPerGPU") is not None:
+            case["usefulTFPerGPU"] *= _factor(case)
+    a = PlatformInput(platform_of(1, ref["meta"]["gpu"], ref["meta"]["date"], ref["meta"]),
+                      ref["cases"])
+    b = PlatformInput(platform_of(9, "NVIDIA H200", "2026-11-01", other["meta"]),
+                      other["cases"])
+    return a, b, ref, dropped["id"]
+
+
+def _key(case: dict[str, Any]) -> tuple[Any, ...]:
+    return (case["mode"], case["ep"], case["category"], case["F"], float(case["imbalance"]),
+            case["precision"], case["pipeline"])
+
+
+def _row_key(row: Any) -> tuple[Any, ...]:
+    c = row.configuration
+    return (c.mode, c.ep, c.category, c.F, c.imbalance, row.precision, row.pipeline)
+
+
+def test_ratios_match_known_factors_and_missing_is_not_run() -> None:
+    a, b, ref, dropped_id = _inputs()
+    page = build_platforms([a, b], baseline=0)
+    assert page.total == len(ref["cases"])
+    assert page.matched == len(ref["cases"]) - 1
+    assert [p.gpu for p in page.platforms] == [ref["meta"]["gpu"], "NVIDIA H200"]
+    assert dict(page.platforms[1].peaks) == {"bf16": 989.0, "mxfp8": 1979.0}
+    by_key = {_row_key(r): r for r in page.rows}
+    checked = 0
+    for case in ref["cases"]:
+        row = by_key[_key(case)]
+        if case["id"] == dropped_id:
+            assert row.cells[1].useful_tf is None and row.cells[1].reason == "not run"
+            continue
+        assert row.shape_differs  # T 2048 vs 4096
+        if case.get("usefulTFPerGPU"):
+            assert math.isclose(row.cells[1].ratio or 0, _factor(case), rel_tol=1e-9)
+            assert row.cells[0].ratio == 1.0
+            checked += 1
+    assert checked > 10
+
+
+def test_geometric_means_per_mode_and_precision() -> None:
+    a, b, ref, dropped_id = _inputs()
+    page = build_platforms([a, b])
+    expected: dict[tuple[str, str], list[float]] = {}
+    for case in ref["cases"]:
+        if case["id"] != dropped_id and case.get("usefulTFPerGPU"):
+            expected.setdefault((case["mode"], case["precision"]), []).append(
+                math.log(_factor(case)))
+    got = {(g.mode, g.precision): g for g in page.geomeans}
+    assert set(got) == set(expected)
+    for key, logs in expected.items():
+        assert got[key].count[1] == len(logs)
+        assert math.isclose(got[key].ratios[1] or 0, math.exp(sum(logs) / len(logs)),
+                            rel_tol=1e-9)
+
+
+def test_winner_is_the_faster_platform_and_baseline_can_change() -> None:
+    a, b, ref, _ = _inputs()
+    page = build_platforms([a, b], baseline=1)
+    assert page.baseline == 1
+    for row in page.rows:
+        tfs = [c.useful_tf for c in row.cells]
+        if None in tfs or row.cells[0].tied:
+            continue
+        faster = 0 if (tfs[0] or 0) > (tfs[1] or 0) else 1
+        assert row.cells[faster].best and not row.cells[1 - faster].best
+        assert row.cells[1].ratio == 1.0
+
+
+def test_same_shape_is_not_marked() -> None:
+    a, _, _, _ = _inputs()
+    page = build_platforms([a, a])
+    assert not any(r.shape_differs for r in page.rows)
+    assert page.matched == page.total
+
+
+def test_csv_and_markdown_carry_the_ratios_and_not_run() -> None:
+    import csv
+    import io
+
+    from app.services.platforms_text import platforms_csv, platforms_markdown
+
+    a, b, ref, dropped_id = _inputs()
+    page = build_platforms([a, b])
+    rows = list(csv.DictReader(io.StringIO(platforms_csv(page))))
+    assert len(rows) == 2 * len(ref["cases"])
+    dropped = next(c for c in ref["cases"] if c["id"] == dropped_id)
+    line = next(r for r in rows if r["report_id"] == "9" and r["mode"] == dropped["mode"]
+                and int(r["ep"]) == dropped["ep"] and int(r["F"]) == dropped["F"]
+                and r["precision"] == dropped["precision"]
+                and r["pipeline"] == dropped["pipeline"]
+                and r["category"] == dropped["category"]
+                and float(r["imbalance"]) == float(dropped["imbalance"]))
+    assert line["not_run_reason"] == "not run" and line["useful_tf_per_gpu"] == ""
+    for r in rows:
+        if r["report_id"] == "9" and r["ratio_to_baseline"]:
+            case = next(c for c in ref["cases"] if _key(c) == (
+                r["mode"], int(r["ep"]), r["category"], int(r["F"]), float(r["imbalance"]),
+                r["precision"], r["pipeline"]))
+            assert math.isclose(float(r["ratio_to_baseline"]), _factor(case), abs_tol=5e-5)
+    text = platforms_markdown(page)
+    assert text.startswith(f"# {ref['meta']['gpu']} vs NVIDIA H200")
+    assert f"{page.matched} of {page.total}" in text and "not run" in text
+
+
+def test_the_service_reads_stored_reports_and_matches_them(
+        session: Any, reference: dict[str, Any]) -> None:
+    from app.services import reports as report_service
+    from app.services.platforms import platforms_page
+    from ingest.validate import validate_report
+
+    other = copy.deepcopy(reference)
+    other["meta"]["gpu"] = "NVIDIA H200"
+    other["meta"]["date"] = "2026-11-02"
+    other["meta"]["theoreticalTFPerGPU"] = {"bf16": 989, "mxfp8": 1979}
+    gone = other["cases"].pop()
+    for case in other["cases"]:
+        if case.get("usefulTFPerGPU") is not None:
+            case["usefulTFPerGPU"] *= _factor(case)
+    first = report_service.ingest_report(session, reference, validate_report(reference)).id
+    second = report_service.ingest_report(session, other, validate_report(other)).id
+    session.commit()
+    page = platforms_page(session, [first, second], baseline_id=second)
+    assert page.baseline == 1 and page.total == len(reference["cases"])
+    assert page.matched == page.total - 1
+    assert not any(r.shape_differs for r in page.rows)
+    by_key = {_row_key(r): r for r in page.rows}
+    assert by_key[_key(gone)].cells[1].reason == "not run"
+    for case in other["cases"]:
+        ratio = by_key[_key(case)].cells[0].ratio
+        if case.get("usefulTFPerGPU"):
+            assert math.isclose(ratio or 0, 1 / _factor(case), rel_tol=1e-6)
+
+
+def test_the_api_serves_json_and_csv_and_rejects_bad_picks(
+        client: Any, auth: Any, reference: dict[str, Any]) -> None:
+    import csv
+    import io
+
+    other = copy.deepcopy(reference)
+    other["meta"]["gpu"] = "NVIDIA H200"
+    other["meta"]["date"] = "2026-11-03"
+    for case in other["cases"]:
+        if case.get("usefulTFPerGPU") is not None:
+            case["usefulTFPerGPU"] *= _factor(case)
+    ids = [client.post("/api/v1/reports", json=body, headers=auth("ingest")).json()["id"]
+           for body in (reference, other)]
+    got = client.get(f"/api/v1/platforms?reports={ids[0]},{ids[1]}&baseline={ids[0]}")
+    assert got.status_code == 200, got.text
+    body = got.json()
+    assert body["matched"] == body["total"] == len(reference["cases"])
+    assert [p["gpu"] for p in body["platforms"]] == [reference["meta"]["gpu"], "NVIDIA H200"]
+    for row in body["rows"]:
+        ratio = row["cells"][1]["ratio"]
+        if ratio is not None:
+            case = next(c for c in reference["cases"] if _key(c) == (
+                row["configuration"]["mode"], row["configuration"]["ep"],
+                row["configuration"]["category"], row["configuration"]["F"],
+                row["configuration"]["imbalance"], row["precision"], row["pipeline"]))
+            assert math.isclose(ratio, _factor(case), rel_tol=1e-6)
+    text = client.get(f"/api/v1/platforms?reports={ids[0]},{ids[1]}&format=csv").text
+    assert len(list(csv.DictReader(io.StringIO(text)))) == 2 * len(reference["cases"])
+    assert client.get("/api/v1/platforms?reports=1,x").status_code == 422
+    assert client.get(f"/api/v1/platforms?reports={ids[0]}&baseline={ids[1]}"
+                      ).status_code == 422
+    assert client.get("/api/v1/platforms?reports=999999").status_code == 404
+
+
+def test_the_cli_prints_markdown_and_csv(
+        engine: Any, database_url: str, tmp_path: Any, reference: dict[str, Any],
+        capsys: Any) -> None:
+    import csv
+    import io
+
+    from cli.main import main
+
+    db = ["--database-url", database_url]
+    other = copy.deepcopy(reference)
+    other["meta"]["gpu"] = "NVIDIA H200"
+    other["meta"]["date"] = "2026-11-04"
+    gone = other["cases"].pop(0)
+    for i, body in enumerate((reference, other)):
+        (tmp_path / f"{i}.json").write_text(json.dumps(body))
+        assert main(["ingest", str(tmp_path / f"{i}.json"), *db]) == 0
+    capsys.readouterr()
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from app.models import ReportRow
+    with Session(engine) as session:
+        ids = [str(i) for i in session.scalars(select(ReportRow.id).order_by(ReportRow.id))]
+    first, second = ids[-2:]
+    assert main(["platforms", first, second, *db]) == 0
+    text = capsys.readouterr().out
+    n = len(reference["cases"])
+    assert f"vs NVIDIA H200: matched by configuration: {n - 1} of {n}" in text
+    assert main(["platforms", first, second, "--baseline", second, "--format", "csv",
+                 *db]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == 2 * n
+    missing = [r for r in rows if r["not_run_reason"] == "not run"]
+    assert [(r["report_id"], r["precision"], r["pipeline"]) for r in missing] == [
+        (second, gone["precision"], gone["pipeline"])]
+    assert main(["platforms", first, second, "--baseline", "999999", *db]) == 2
+
+
+def test_tf_per_watt_where_gpu_state_has_power() -> None:
+    a, b, _, _ = _inputs()
+    case = dict(b.cases[0])
+    case["gpuState"] = {"powerMaxW": 1000.0}
+    page = build_platforms([a, PlatformInput(b.platform, [case, *b.cases[1:]])])
+    row = next(r for r in page.rows if _row_key(r) == _key(case))
+    assert math.isclose(row.cells[1].tf_per_watt or 0, case["usefulTFPerGPU"] / 1000.0)
+    assert row.cells[0].tf_per_watt is None
