@@ -58,7 +58,7 @@ CLIENT_MODULES = ("cli.main", "cli.parser", "cli.errors", "cli.service_client", 
                   "cli.export", "cli.regressions", "cli.regressions_markdown", "cli.runner")
 SERVER_COMMAND_MODULES = ("cli.serve", "cli.migrations", "cli.tokens", "cli.database",
                           "cli.ingest_database", "cli.export_database",
-                          "cli.regressions_database")
+                          "cli.regressions_database", "cli.platforms")
 
 
 def test_the_clients_modules_import_without_the_server_and_the_others_need_it() -> None:
@@ -91,7 +91,7 @@ def test_model_needs_no_server(tmp_path: Path) -> None:
 def test_server_commands_say_which_extra_to_install(tmp_path: Path) -> None:
     for args in (["serve"], ["db", "current"], ["token", "list"],
                  ["ingest", str(tmp_path / "r.json")], ["export", "latest"],
-                 ["regressions", "1"]):
+                 ["regressions", "1"], ["platforms", "1", "2"]):
         ran = moescope(*args)
         assert ran.returncode == 2, (args, ran.stderr)
         assert "needs the server extra" in ran.stderr, args
