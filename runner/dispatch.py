@@ -69,11 +69,32 @@ def dedup_layout(token: torch.Tensor, dst: torch.Tensor, ep: int) -> DedupLayout
     return DedupLayout(torch.cat(unique_tokens), splits, torch.cat(positions))
 
 
+@dataclass(frozen=True)
+class DispatchBytes:
+    """One rank's dispatch bytes both ways; local = to or from itself (no wire)."""
+
+    send_local: int
+    send_remote: int
+    recv_local: int
+    recv_remote: int
+
+
+def dispatch_bytes(rank: int, send_splits: list[int], recv_splits: list[int],
+                   row_bytes: int) -> DispatchBytes:
+    return DispatchBytes(
+        send_local=send_splits[rank] * row_bytes,
+        send_remote=(sum(send_splits) - send_splits[rank]) * row_bytes,
+        recv_local=recv_splits[rank] * row_bytes,
+        recv_remote=(sum(recv_splits) - recv_splits[rank]) * row_bytes)
+
+
 def dedup_dispatch(x: torch.Tensor, token: torch.Tensor, dst: torch.Tensor,
-                   send_splits: list[int], group: Any) -> tuple[torch.Tensor, int]:
+                   send_splits: list[int], group: Any
+                   ) -> tuple[torch.Tensor, list[int], list[int]]:
     """The same rows as the static dispatch receives, each (token, rank) sent once.
 
-    Returns the expanded rows and the number of rows this rank sent on the wire."""
+    Returns the expanded rows and the payload rows sent to and received from each rank
+    (for dispatch_bytes)."""
     ep = len(send_splits)
     layout = dedup_layout(token, dst, ep)
     payload, unique_recv = dynamic_dispatch(x.index_select(0, layout.unique_token),
@@ -83,4 +104,4 @@ def dedup_dispatch(x: torch.Tensor, token: torch.Tensor, dst: torch.Tensor,
     position = all_to_all_rows(layout.position, send_splits, recv_splits, group)
     starts = torch.tensor([0] + unique_recv[:-1], dtype=torch.int64).cumsum(0)
     source = torch.repeat_interleave(torch.arange(ep), torch.tensor(recv_splits))
-    return payload.index_select(0, starts[source] + position), sum(layout.unique_splits)
+    return payload.index_select(0, starts[source] + position), layout.unique_splits, unique_recv

@@ -13,7 +13,14 @@ import torch.distributed as dist
 from conftest import free_port
 from torch.multiprocessing.spawn import spawn
 
-from runner.dispatch import all_to_all_rows, dedup_dispatch, dynamic_dispatch, exchange_counts
+from runner.dispatch import (
+    DispatchBytes,
+    all_to_all_rows,
+    dedup_dispatch,
+    dispatch_bytes,
+    dynamic_dispatch,
+    exchange_counts,
+)
 from runner.model import receive_rows, send_matrix
 from runner.routing import build_plan
 from runner.spec import CaseSpec, Shape
@@ -35,6 +42,11 @@ def _distinct_pairs(src: int) -> int:
     return len({(int(t), int(d)) for t, d in zip(token, dst, strict=True)})
 
 
+def _pairs_to(src: int, dst: int) -> int:
+    token, dsts = _routing(src)
+    return len({int(t) for t, d in zip(token, dsts, strict=True) if int(d) == dst})
+
+
 def _plan() -> list[list[int]]:
     return send_matrix(EP, SHAPE.TK, receive_rows(EP, SHAPE.TK, CASE.imbalance))
 
@@ -51,9 +63,10 @@ def _worker(rank: int, port: int, out: str) -> None:
         static = all_to_all_rows(x.index_select(0, token), send_splits,
                                  [plan[s][rank] for s in range(EP)], None)
         dynamic, dyn_counts = dynamic_dispatch(x.index_select(0, token), send_splits, None)
-        deduped, sent = dedup_dispatch(x, token, dst, send_splits, None)
+        deduped, sent, received = dedup_dispatch(x, token, dst, send_splits, None)
+        wire = dispatch_bytes(rank, sent, received, D * x.element_size())
         torch.save({"counts": counts, "dyn_counts": dyn_counts, "static": static,
-                    "dynamic": dynamic, "deduped": deduped, "sent": sent},
+                    "dynamic": dynamic, "deduped": deduped, "sent": sum(sent), "wire": vars(wire)},
                    f"{out}/rank{rank}.pt")
     finally:
         dist.destroy_process_group()
@@ -72,5 +85,12 @@ def test_dynamic_and_dedup_dispatch(tmp_path: Path) -> None:
         assert torch.equal(got["dynamic"], got["static"])
         assert torch.equal(got["deduped"], got["static"])
         assert got["sent"] == _distinct_pairs(rank)
+        row = D * 4  # float32 rows
+        others = [r for r in range(EP) if r != rank]
+        assert DispatchBytes(**got["wire"]) == DispatchBytes(
+            send_local=_pairs_to(rank, rank) * row,
+            send_remote=sum(_pairs_to(rank, d) for d in others) * row,
+            recv_local=_pairs_to(rank, rank) * row,
+            recv_remote=sum(_pairs_to(s, rank) for s in others) * row)
     # The routing repeats some (token, rank) pairs, so dedup must send fewer rows.
     assert sum(_distinct_pairs(r) for r in range(EP)) < EP * SHAPE.TK
