@@ -98,6 +98,18 @@ def test_case_page_says_what_bounds_it_and_why_no_phase_chart(
     assert find(page, "case-bound").children == (
         f"compute-bound on the busiest rank ({compute:.0f} %, {hot:.1f}× the mean rows); "
         f"the other ranks wait {(1 - 1 / hot) * 100:.0f} % of the time")
+    payload = case["forwardFlopsPerLogicalPayloadByteRank0"] * 900 / 1000  # NVLink roof
+    assert find(page, "case-roofs").children.endswith(
+        f"compute {compute:.0f} %, HBM {_hbm_percent(case):.0f} %, "
+        f"NVLink {case['usefulTFPerGPU'] * hot / payload * 100:.0f} %")
     # The reference times no phases: a line says so instead of a one-bar chart.
     assert find(page, "case-graph-phases") is None
     assert "no phaseMS" in find(page, "case-no-phases").children
+
+
+def _hbm_percent(case: Body) -> float:
+    """DESIGN.md's hbmUtilPercent by hand (the reference: T 2048, D 7168, E 384, K 6, bf16)."""
+    t, d, e, k = 2048, 7168, 384, 6
+    rows, f = max(case["receiveRows"]), case["F"]
+    forward = t * d * 2 + rows * (2 * d + 4 * f) + (e // case["ep"]) * 3 * d * f * 2 + t * k * 4
+    return forward * 3 / (case["layerMS"] / 1000) / 1e9 / 8000 * 100

@@ -474,27 +474,65 @@ def test_roofline_points_roofs_and_ridges(
     built: dict[str, go.Figure], cases: list[dict[str, Any]]
 ) -> None:
     fig = built["roofline"]
-    # Intensity = useful FLOPs / analytical HBM bytes = usefulTFPerGPU x 1000 /
-    # analyticalHBMGBps (both per layer time): case 0, 1139.98 x 1000 / 4703.43 = 242.4.
-    got = {}
+    # Each case at its busiest rank: the mean rank's useful TFLOP/s x max/mean received rows;
+    # left, per HBM byte of that rank (its rate over hbmUtilPercent of 8000 GB/s); right, per
+    # NVLink payload byte of rank 0 (the wire's forwardFlopsPerLogicalPayloadByteRank0).
+    left, right = {}, {}
     for trace in fig.data:
         if trace.customdata is not None:
-            got.update(zip(ids(trace), zip(trace.x, trace.y, strict=True), strict=True))
-    assert got == {c["id"]: (pytest.approx(c["usefulTFPerGPU"] * 1000 / c["analyticalHBMGBps"]),
-                             c["usefulTFPerGPU"]) for c in cases}
-    assert got[cases[0]["id"]][0] == pytest.approx(1139.9839390712232 * 1000 / 4703.434270325753)
-    # Ridge points: peak TFLOP/s x 1000 / 8000 GB/s: bf16 312.5, mxfp8 625, nvfp4 1875 FLOP/B,
-    # where each compute roof starts at its peak.
+            side = right if trace.xaxis == "x2" else left
+            side.update(zip(ids(trace), zip(trace.x, trace.y, strict=True), strict=True))
+
+    def hot(c: dict[str, Any]) -> float:
+        rows = c["receiveRows"]
+        return max(rows) / (sum(rows) / len(rows))
+
+    assert left == {c["id"]: (
+        pytest.approx(c["usefulTFPerGPU"] * hot(c) * 1000 / (c["hbmUtilPercent"] / 100 * 8000)),
+        pytest.approx(c["usefulTFPerGPU"] * hot(c))) for c in cases}
+    assert right == {c["id"]: (pytest.approx(c["forwardFlopsPerLogicalPayloadByteRank0"]),
+                               pytest.approx(c["usefulTFPerGPU"] * hot(c)))
+                     for c in cases if c["forwardFlopsPerLogicalPayloadByteRank0"]}
+    # Balanced, the busiest rank is the mean rank: 1139.98 x 1000 / 4703.43 = 242.4 FLOP/B.
+    first = cases[0]
+    assert hot(first) == 1.0
+    assert left[first["id"]][0] == pytest.approx(1139.9839390712232 * 1000 / 4703.434270325753)
+    # Ridge points: peak TFLOP/s x 1000 / 8000 GB/s (HBM): bf16 312.5, mxfp8 625, nvfp4 1875
+    # FLOP/B; / 900 GB/s (NVLink): 2777.8, 5555.6, 16666.7.
     roofs = {t.name: t for t in fig.data if t.name and "compute roof" in t.name}
     for precision, peak, at in (("bf16", 2500, 312.5), ("mxfp8", 5000, 625.0),
                                 ("nvfp4", 15000, 1875.0)):
         roof = roofs[f"{precision} compute roof"]
         assert roof.x[0] == pytest.approx(at) and list(roof.y) == [peak, peak]
         assert f"ridge {at:,.0f} FLOP/B" in roof.text[0]
+        nvlink_roof = roofs[f"{precision} compute roof (NVLink)"]
+        assert nvlink_roof.x[0] == pytest.approx(peak * 1000 / 900)
+        assert nvlink_roof.xaxis == "x2"
     (hbm,) = [t for t in fig.data if t.name and t.name.startswith("HBM roof")]
     # The HBM roof: attained = intensity x 8000 GB/s / 1000, up to the highest ridge.
     assert hbm.y[1] == pytest.approx(hbm.x[1] * 8000 / 1000) and hbm.x[1] == pytest.approx(1875)
+    (nvlink,) = [t for t in fig.data if t.name and t.name.startswith("NVLink roof")]
+    assert nvlink.y[1] == pytest.approx(nvlink.x[1] * 900 / 1000)
+    assert nvlink.x[1] == pytest.approx(15000 * 1000 / 900)
     assert fig.layout.xaxis.type == "log" and "HBM byte" in fig.layout.xaxis.title.text
+    assert "NVLink payload byte" in fig.layout.xaxis2.title.text
+
+
+def test_roof_distances_are_the_busiest_ranks_share_of_each_roof(
+    cases: list[dict[str, Any]], reference: dict[str, Any]
+) -> None:
+    from app.figures.roofline import roof_distances
+    case = next(c for c in cases
+                if c["id"] == "training-ep32-bf16-standard-single_layer-F3072-i4")
+    got = roof_distances(case, reference["meta"])
+    rows = case["receiveRows"]
+    rate = case["usefulTFPerGPU"] * max(rows) / (sum(rows) / len(rows))
+    # compute: of the 2500 bf16 peak; HBM: the busiest rank's bytes over 8000 GB/s (its
+    # hbmUtilPercent); NVLink: the rate over payload intensity x 900 GB/s.
+    assert got["compute"] == pytest.approx(rate / 2500 * 100)
+    assert got["hbm"] == pytest.approx(case["hbmUtilPercent"])
+    assert got["nvlink"] == pytest.approx(
+        rate / (case["forwardFlopsPerLogicalPayloadByteRank0"] * 900 / 1000) * 100)
 
 
 def test_case_phase_chart_shows_quantize_and_the_backward_phases() -> None:

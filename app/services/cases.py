@@ -7,9 +7,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.case_fields import CaseFilter
-from app.models import CaseRow
+from app.case_fields import CaseDict, CaseFilter
+from app.figures.roofline import distances_text, roof_distances
+from app.models import CaseRow, ReportRow
 from app.repository import cases as cases_repo
+from app.repository import reports as reports_repo
 from app.repository.cases import DERIVED
 
 
@@ -58,3 +60,9 @@ def view_cases(session: Session, report_id: int,
     """Every case of the report that passes the filters, in report order, unpaged."""
     return [case_dict(d.payload, d.derived, d.caveats)
             for d in cases_repo.case_documents(session, report_id, filters)]
+
+
+def roof_distances_text(session: Session, report_id: int, case: CaseDict) -> str:
+    """How close the case's busiest rank comes to each roof of its report, in words."""
+    (meta,) = reports_repo.report_columns(session, report_id, ReportRow.meta)
+    return distances_text(roof_distances(case, meta))

@@ -41,6 +41,7 @@ def layout(report_id: str | None = None, case_id: str | None = None, **_: Any) -
                 raise NotFound(f"report {report_id} does not exist")
             case = case_service.get_case(session, rid, cid)
             history = case_against_history(session, rid, case)
+            roofs = case_service.roof_distances_text(session, rid, case)
         except NotFound as exc:
             return not_found(exc.detail)
     graphs = [html.Div(dcc.Graph(id=f"case-graph-{key}", figure=fig, config=GRAPH_CONFIG),
@@ -54,6 +55,8 @@ def layout(report_id: str | None = None, case_id: str | None = None, **_: Any) -
         html.P(bound_sentence(Bound(case.get("limiter"), case.get("computeUtilPercent"),
                                     case.get("hbmUtilPercent"), case.get("nvlinkUtilPercent"),
                                     case.get("hotRankFactor"))), id="case-bound"),
+        html.P(f"The busiest rank's share of each roof at its intensity: {roofs}",
+               id="case-roofs"),
         html.H2("Caveats"),
         caveat_list(case),
         html.Div(graphs, className="case-charts"),
