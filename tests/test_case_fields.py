@@ -156,3 +156,16 @@ def test_every_tabled_field_is_a_column_of_the_table_and_the_csv(
 def test_a_filter_of_an_unknown_field_is_refused() -> None:
     with pytest.raises(TypeError, match="not a filterable case field: layerMS"):
         CaseFilter(layerMS=[1.0])
+
+
+def test_table_numbers_read_as_the_page_grid_shows_them() -> None:
+    from app.services.case_text import table_number
+    # toLocaleString("en-US", {maximumSignificantDigits: 4}) of each, worked out by hand.
+    assert table_number(1139.98) == "1,140"
+    assert table_number(0.123456) == "0.1235"
+    assert table_number(2.0) == "2"
+    assert table_number(12345.6) == "12,350"
+    assert table_number(45.59935) == "45.6"
+    assert table_number(-3.14159) == "-3.142"
+    assert table_number(12288) == "12,288"
+    assert table_number(0.0) == "0"

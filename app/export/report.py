@@ -12,7 +12,7 @@ from app.export.footer import Footer
 from app.export.summary import best_text, summary_rows
 from app.matrix_metrics import DEFAULT_METRIC, METRICS, metric_for
 from app.services.case_table import table_row
-from app.services.case_text import display_value
+from app.services.case_text import display_value, table_number
 from app.services.history import CaseVerdict, ReportVerdicts
 from app.services.matrix import build_matrix
 from app.services.report_view import ReportView
@@ -29,9 +29,16 @@ class Cell:
 
 def _cells(case: CaseDict) -> list[Cell]:
     row = table_row(case)
-    return [Cell("" if row.get(f.wire) is None else display_value(row[f.wire]),
-                 f.kind in (int, float))
-            for f in TABLED]
+    return [Cell(_text(row.get(f.wire)), f.kind in (int, float)) for f in TABLED]
+
+
+def _text(value: Any) -> str:
+    """A table cell as the page's grid shows it (numbers to 4 significant digits)."""
+    if value is None:
+        return ""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return table_number(value)
+    return display_value(value)
 
 
 def filters_text(filters: CaseFilter) -> str:

@@ -4,6 +4,7 @@ exact value as the wire has it kept beside it."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,19 @@ def display_value(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value)
+
+
+def table_number(value: int | float) -> str:
+    """A number as the case table shows it on the page (static/dashAgGridComponentFunctions.js
+    caseNumber: integers grouped, other numbers to 4 significant digits, no exponent), so the
+    export prints what the page shows."""
+    if isinstance(value, int) or value == 0 or not math.isfinite(value):
+        return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+    digits = 3 - math.floor(math.log10(abs(value)))
+    rounded = round(value, digits)
+    if digits <= 0:
+        return f"{rounded:,.0f}"
+    return f"{rounded:,.{digits}f}".rstrip("0").rstrip(".")
 
 
 def _number(value: Any) -> bool:
