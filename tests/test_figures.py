@@ -337,7 +337,8 @@ def test_legend_can_be_left_to_the_page(
         alone = chart.build(cases, reference["meta"])
         assert alone.layout.showlegend is None  # plotly's default: shown
         bare = chart.make(cases, reference["meta"], legend=False)
-        assert bare["layout"]["showlegend"] is False
+        # The page's shared legend names styles; the phases' own legend stays on its chart.
+        assert bare["layout"].get("showlegend") is (None if chart.own_legend else False)
         assert bare["data"] == chart.spec(cases, reference["meta"])["data"]
 
 
@@ -456,15 +457,25 @@ def test_phase_chart_stacks_each_cases_phases(cases: list[dict[str, Any]],
     spec = figures.phases_spec(view, reference["meta"])
     assert spec["layout"]["barmode"] == "stack"
     bars = {t["name"]: t["y"] for t in spec["data"]}
+    # Above in ms; below as % of each case's forward time, by hand.
+    f0, f2 = view[0]["forwardMS"], view[2]["forwardMS"]
     assert bars == {"dispatch": [0.25, None, 0.125], "experts": [1.5, None, 0.75],
-                    "combine": [0.5, None, 0.0625]}  # case 1 has none: no bar, not 0
+                    "combine": [0.5, None, 0.0625],  # case 1 has none: no bar, not 0
+                    "dispatch, % of forward": [pytest.approx(25 / f0), None,
+                                               pytest.approx(12.5 / f2)],
+                    "experts, % of forward": [pytest.approx(150 / f0), None,
+                                              pytest.approx(75 / f2)],
+                    "combine, % of forward": [pytest.approx(50 / f0), None,
+                                              pytest.approx(6.25 / f2)]}
+    assert "showlegend" not in spec["layout"]  # plotly's default: shown
+    assert spec["layout"]["yaxis2"]["title"]["text"] == "% of the forward time"
     dispatch = next(t for t in spec["data"] if t["name"] == "dispatch")
     # A quantized dispatch's quantize phase stacks first, only when a case has one.
     view[1].update(phaseMS={"quantize": 0.5, "dispatch": 0.25, "experts": 1.0,
                             "combine": 0.25})
     quantized = figures.phases_spec(view, reference["meta"])
-    assert [t["name"] for t in quantized["data"]] == ["quantize", "dispatch", "experts",
-                                                      "combine"]
+    assert [t["name"] for t in quantized["data"] if t.get("yaxis") != "y2"] == [
+        "quantize", "dispatch", "experts", "combine"]
     assert quantized["data"][0]["y"] == [None, 0.5, None]
     assert dispatch["customdata"][0][2] == "410.0 GB/s (busiest rank's remote bytes)"
     assert dispatch["customdata"][1][2] == ""

@@ -31,12 +31,15 @@ class Chart:
     notes: tuple[str, ...]  # the meta notes that qualify it (placementNote: see below)
     # Why a view has nothing for it to show ('' when it has): the page then leaves it out.
     absent: Callable[[Sequence[CaseDict]], str] = lambda cases: ""
+    # Its legend is of something the page's shared legend of styles does not name (the
+    # phases): kept on the chart.
+    own_legend: bool = False
 
     def make(self, cases: Sequence[CaseDict], meta: Meta, *, legend: bool = True) -> Spec:
         """The chart's spec; ``legend=False`` for a page that shows one shared legend of
         the styles instead (plotly lays out each legend anew, a large part of drawing)."""
         spec = self.spec(cases, meta)
-        if not legend:
+        if not legend and not self.own_legend:
             spec["layout"]["showlegend"] = False
         return spec
 
@@ -63,6 +66,7 @@ CHARTS: tuple[Chart, ...] = (
     Chart("scaling", "Scaling", scaling_spec, ("timingNote",)),
     Chart("roofline", "Roofline", roofline_spec, ("peakNote", "bandwidthNote")),
     Chart("intensity", "Arithmetic intensity", arithmetic_intensity_spec, ("timingNote",)),
-    Chart("phases", "Phases", phases_spec, ("phaseNote", "timingNote"), _no_phases),
+    Chart("phases", "Phases", phases_spec, ("phaseNote", "timingNote"), _no_phases,
+          own_legend=True),
 )
 

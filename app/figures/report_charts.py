@@ -160,25 +160,47 @@ QUANTIZE = ("quantize", "#b279a2")
 
 
 def phases_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
-    """10. Per-phase times (phaseMS: dispatch, experts, combine), stacked per case; a case
-    without them (another runner's, or one whose phase pass did not run) draws no bar."""
+    """10. Per-phase times (phaseMS: dispatch, experts, combine), stacked per case: in
+    milliseconds above, as % of the case's forward time below (a combine that doubles on a
+    0.7 ms case shows beside 27 ms training cases); a case without them draws no bar. Its
+    own legend: the phases' colours are not the precisions'."""
     place = placement(cases)
     x = [place.x[str(c["id"])] for c in cases]
     data: list[Trace] = []
     quantized = any("quantize" in (c.get("phaseMS") or {}) for c in cases)
     for phase, colour in ((QUANTIZE,) if quantized else ()) + PHASES:
         values = [(c.get("phaseMS") or {}).get(phase) for c in cases]
+        custom = hover_data(cases, _configuration, partial(_phase_rate, phase=phase))
         data.append({
             "type": "bar", "x": x, "y": values, "width": place.width * 0.92, "name": phase,
-            "marker": {"color": colour},
-            "customdata": hover_data(cases, _configuration, partial(_phase_rate, phase=phase)),
+            "marker": {"color": colour}, "customdata": custom,
             "hovertemplate": hover(f"{phase} %{{y:.4f}} ms", "%{customdata[1]}",
                                    "%{customdata[2]}"),
         })
-    return figure(data, chart_layout("Phases: dispatch, experts, combine (each timed alone)",
-                                     "time per phase (ms)", **case_frame(cases),
-                                     barmode="stack", legend={"title": titled("phase")}),
-                  empty=missing(cases, "per-phase times (phaseMS)"))
+        data.append({
+            "type": "bar", "x": x, "y": [_share(v, c) for v, c in zip(values, cases,
+                                                                      strict=True)],
+            "width": place.width * 0.92, "name": f"{phase}, % of forward",
+            "showlegend": False, "marker": {"color": colour}, "customdata": custom,
+            "xaxis": "x", "yaxis": "y2",
+            "hovertemplate": hover(f"{phase} %{{y:.1f}} % of the forward", "%{customdata[1]}",
+                                   "%{customdata[2]}"),
+        })
+    frame = case_frame(cases)
+    frame["xaxis"] = {**frame["xaxis"], "anchor": "y2"}
+    return figure(data, chart_layout(
+        "Phases: dispatch, experts, combine (each timed alone), in ms and in % of the forward",
+        "time per phase (ms)", **frame, barmode="stack", height=620,
+        legend={"title": titled("phase"), "orientation": "h", "y": 1.08},
+        yaxis={"title": titled("time per phase (ms)"), "domain": [0.55, 1.0]},
+        yaxis2={"title": titled("% of the forward time"), "domain": [0.0, 0.45],
+                "anchor": "x"}),
+        empty=missing(cases, "per-phase times (phaseMS)"))
+
+
+def _share(value: float | None, case: CaseDict) -> float | None:
+    forward = case.get("forwardMS")
+    return None if value is None or not forward else value / float(forward) * 100.0
 
 
 def _configuration(case: CaseDict) -> str:
