@@ -149,7 +149,8 @@ def test_head_for_every_get(
 ) -> None:
     case = reference["cases"][0]
     values = {"report_id": str(report_id), "case_id": case["id"], "caseId": case["id"],
-              "gpu": reference["meta"]["gpu"], "base": str(report_id), "head": str(report_id)}
+              "gpu": reference["meta"]["gpu"], "base": str(report_id), "head": str(report_id),
+              "reports": str(report_id)}
     spec = client.get("/openapi.json").json()
     urls = []
     for path, operations in spec["paths"].items():
