@@ -262,7 +262,9 @@ def test_print_keeps_each_chart_on_one_page(browser: WebDriver,
     pages = _pdf_pages(pdf)
     # The header and notes, nine charts at one or two a page, the 63-case table in
     # landscape: about a dozen pages, not one per chart row of a cut chart.
-    assert 6 <= pages <= 16, pages
+    # The table's four busiest-rank columns (compute, HBM, NVLink utilisation and the
+    # communication share) take it past 16 pages (18 with them).
+    assert 6 <= pages <= 20, pages
     if IN_CI and not (shutil.which("pdftoppm") and shutil.which("pdftotext")):
         pytest.fail("poppler-utils is not installed (CI=true: the page checks may not skip)")
     if shutil.which("pdftoppm"):
