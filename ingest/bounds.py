@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ingest.derived import BOUND_UTIL_PERCENT, LATENCY_UTIL_PERCENT, imbalance_loss_percent
+from ingest.derived import (
+    BOUND_UTIL_PERCENT,
+    LATENCY_UTIL_PERCENT,
+    imbalance_loss_percent,
+    nearest_roof,
+)
 
 ROOF_NAMES = {"compute": "compute", "hbm": "HBM", "nvlink": "NVLink"}
 # Below this factor the ranks count as balanced: nothing to say about waiting.
@@ -22,11 +27,7 @@ class Bound:
     hot_rank_factor: float | None
 
     def nearest(self) -> tuple[str, float] | None:
-        """The roof with the highest utilisation (compute, hbm, nvlink first on a tie)."""
-        known = [(roof, u) for roof, u in
-                 (("compute", self.compute), ("hbm", self.hbm), ("nvlink", self.nvlink))
-                 if u is not None]
-        return max(known, key=lambda pair: pair[1]) if known else None
+        return nearest_roof(self.compute, self.hbm, self.nvlink)
 
 
 def _wait(hot: float | None) -> str:
@@ -49,11 +50,11 @@ def bound_sentence(b: Bound) -> str:
         return "no roof known: the report gives no peak for this case's figures"
     roof, util = nearest
     name = ROOF_NAMES[roof]
-    if b.limiter == "latency":
-        return (f"latency-bound: no roof reaches {LATENCY_UTIL_PERCENT:g} %"
-                f"{_where(b.hot_rank_factor)} (nearest roof {name}, {util:.0f} %"
-                f"{_rows(b.hot_rank_factor)}){_wait(b.hot_rank_factor)}")
     where = _where(b.hot_rank_factor)
+    if b.limiter == "latency":
+        return (f"latency-bound: no roof reaches {LATENCY_UTIL_PERCENT:g} %{where} "
+                f"(nearest roof {name}, {util:.0f} %{_rows(b.hot_rank_factor)})"
+                f"{_wait(b.hot_rank_factor)}")
     if util < BOUND_UTIL_PERCENT:
         return (f"nearest roof {name}{where} ({util:.0f} %{_rows(b.hot_rank_factor)}), "
                 f"none reached{_wait(b.hot_rank_factor)}")

@@ -161,14 +161,22 @@ def busiest_link_gbps(case: Case) -> float | None:
     return max(measured) if measured else None
 
 
-def limiter(compute: float | None, hbm: float | None, nvlink: float | None) -> str | None:
-    """The roof with the highest utilisation (the first of compute, hbm, nvlink on a tie),
-    or ``latency`` when none reaches LATENCY_UTIL_PERCENT; None when no roof is known."""
-    known = [(u, roof) for roof, u in (("compute", compute), ("hbm", hbm), ("nvlink", nvlink))
+def nearest_roof(compute: float | None, hbm: float | None,
+                 nvlink: float | None) -> tuple[str, float] | None:
+    """The roof with the highest utilisation and that utilisation (the first of compute,
+    hbm, nvlink on a tie); None when no roof is known."""
+    known = [(roof, u) for roof, u in (("compute", compute), ("hbm", hbm), ("nvlink", nvlink))
              if u is not None]
-    if not known:
+    return max(known, key=lambda pair: pair[1]) if known else None
+
+
+def limiter(compute: float | None, hbm: float | None, nvlink: float | None) -> str | None:
+    """The nearest roof, or ``latency`` when none reaches LATENCY_UTIL_PERCENT; None when no
+    roof is known."""
+    nearest = nearest_roof(compute, hbm, nvlink)
+    if nearest is None:
         return None
-    best, roof = max(known, key=lambda pair: pair[0])
+    roof, best = nearest
     return roof if best >= LATENCY_UTIL_PERCENT else "latency"
 
 

@@ -11,6 +11,7 @@ from app.case_fields import CaseDict
 from app.figures.layout import chart_layout, figure, missing, titled
 from app.figures.style import Meta, Spec, Trace, fmt, grouped, precision_colour, text
 from app.figures.traces import hover, hover_data, scatter
+from ingest.bounds import ROOF_NAMES
 
 HBM_ROOF_COLOUR = "#444444"
 
@@ -72,9 +73,8 @@ def roof_distances(case: CaseDict, meta: Meta) -> dict[str, float | None]:
 
 
 def distances_text(distances: dict[str, float | None]) -> str:
-    names = {"compute": "compute", "hbm": "HBM", "nvlink": "NVLink"}
-    return ", ".join(f"{names[k]} {v:.0f} %" for k, v in distances.items() if v is not None) \
-        or "no roof known"
+    return ", ".join(f"{ROOF_NAMES[k]} {v:.0f} %" for k, v in distances.items()
+                     if v is not None) or "no roof known"
 
 
 def _roofs(peaks: dict[str, float], bandwidth: float, xs: list[float], axis: str,
