@@ -129,7 +129,10 @@ def test_csv_and_markdown_carry_the_ratios_and_not_run() -> None:
                 r["precision"], r["pipeline"]))
             assert math.isclose(float(r["ratio_to_baseline"]), _factor(case), abs_tol=5e-5)
     text = platforms_markdown(page)
-    assert text.startswith(f"# {ref['meta']['gpu']} vs NVIDIA H200")
+    # Short names in the headline; each report's full GPU name and peaks listed under it.
+    assert text.startswith("# GB300 NVL72 vs H200: peaks and shapes differ, matched by "
+                           f"configuration: {len(ref['cases']) - 1} of {len(ref['cases'])}")
+    assert f"{ref['meta']['gpu']}, {ref['meta']['date']}; peaks bf16 2,500, mxfp8 5,000" in text
     assert f"{page.matched} of {page.total}" in text and "not run" in text
 
 
@@ -223,7 +226,7 @@ def test_the_cli_prints_markdown_and_csv(
     assert main(["platforms", first, second, *db]) == 0
     text = capsys.readouterr().out
     n = len(reference["cases"])
-    assert f"vs NVIDIA H200: matched by configuration: {n - 1} of {n}" in text
+    assert f"GB300 NVL72 vs H200: matched by configuration: {n - 1} of {n}" in text
     assert main(["platforms", first, second, "--baseline", second, "--format", "csv",
                  *db]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))

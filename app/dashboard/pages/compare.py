@@ -11,20 +11,12 @@ from dash import Input, Output, callback, clientside_callback, dcc, html
 from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.dashboard import links
-from app.dashboard.components import GRAPH_CONFIG, parse_report_id, table
+from app.dashboard.components import GRAPH_CONFIG, line_breaks, parse_report_id, table
 from app.figures import compare_charts
 from app.services import compare_text, comparison, report_list
 
 dash.register_page(__name__, path="/compare", title="moescope: compare", name="Compare",
                    order=3)  # type: ignore[no-untyped-call]
-
-
-def _lines(lines: list[str]) -> list[Any]:
-    out: list[Any] = []
-    for i, line in enumerate(lines):
-        out.extend([html.Br()] if i else [])
-        out.append(line)
-    return out
 
 
 def case_row(head: int, row: comparison.CaseComparison) -> html.Tr:
@@ -34,7 +26,7 @@ def case_row(head: int, row: comparison.CaseComparison) -> html.Tr:
                 className="case-id"),
         html.Td(cells.verdict, className=cells.status),
         html.Td(cells.why),
-        *[html.Td(_lines(lines), className="family") for lines in cells.families],
+        *[html.Td(line_breaks(lines), className="family") for lines in cells.families],
     ])
 
 
@@ -53,7 +45,7 @@ def comparison_view(base: int | None, head: int | None) -> html.Div:
               id="compare-provenance")
         if result.provenance else html.P("No meta field differs.", className="muted",
                                          id="compare-provenance"))
-    groups = compare_text.group_lines(result)
+    groups = compare_text.groupline_breaks(result)
     return html.Div([
         html.H2("What differs in provenance"),
         provenance,
