@@ -45,7 +45,7 @@ def comparison_view(base: int | None, head: int | None) -> html.Div:
               id="compare-provenance")
         if result.provenance else html.P("No meta field differs.", className="muted",
                                          id="compare-provenance"))
-    groups = compare_text.groupline_breaks(result)
+    groups = compare_text.group_lines(result)
     return html.Div([
         html.H2("What differs in provenance"),
         provenance,

@@ -38,7 +38,7 @@ def matrix(page: PlatformsPage) -> html.Div:
     body = [html.Tr([
         html.Td(texts.row_label(row), className="case-id"),
         html.Td(f"{row.precision} · {row.pipeline}"),
-        *[html.Td(line_breaks(texts.cellline_breaks(c)), className=f"family {texts.cell_class(c)}")
+        *[html.Td(line_breaks(texts.cell_lines(c)), className=f"family {texts.cell_class(c)}")
           for c in row.cells],
     ]) for row in page.rows]
     return html.Div(html.Table([html.Thead(html.Tr([html.Th(h) for h in head])),
