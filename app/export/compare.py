@@ -20,7 +20,7 @@ def compare_html(base: ReportHeader, head: ReportHeader, result: Comparison,
     return render(
         "compare.html.j2", {RATIO_CHART: export_spec(chart)},
         title=f"moescope: report {base.id} against {head.id}",
-        base=base, head=head, summary=result.summary_text(),
+        base=base, head=head, summary=result.summary_text(), headline=result.headline,
         series_line=compare_text.series_line(result),
         groups=compare_text.group_lines(result),
         provenance_columns=compare_text.PROVENANCE_COLUMNS,

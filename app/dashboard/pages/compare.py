@@ -30,9 +30,11 @@ def case_row(head: int, row: comparison.CaseComparison) -> html.Tr:
     ])
 
 
-def comparison_view(base: int | None, head: int | None) -> html.Div:
+def comparison_view(base: int | None, head: int | None, why: str | None = None) -> html.Div:
     if base is None or head is None:
-        return html.Div("Choose a base and a head report.", className="muted")
+        return html.Div([html.P(why or "Choose a base and a head report."),
+                         *([dcc.Link("Across hardware: the platforms page", href="/platforms")]
+                           if why else [])], className="muted", id="compare-no-pair")
     with session_scope() as session:
         try:
             result = comparison.compare_reports(session, base, head)
@@ -47,6 +49,8 @@ def comparison_view(base: int | None, head: int | None) -> html.Div:
                                          id="compare-provenance"))
     groups = compare_text.group_lines(result)
     return html.Div([
+        *([html.P(result.headline, id="compare-headline", className="cap-banner")]
+          if result.headline else []),
         html.H2("What differs in provenance"),
         provenance,
         html.H2("Verdict"),
@@ -77,9 +81,11 @@ def layout(base: str | None = None, head: str | None = None, **_: Any) -> html.D
     with session_scope() as session:
         options = report_list.report_options(session)
     b, h = parse_report_id(base) if base else None, parse_report_id(head) if head else None
+    why = None
     if base is None and head is None:
         with session_scope() as session:
             b, h = comparison.default_pair(session) or (None, None)
+            why = comparison.no_pair_text(session) if b is None else None
     # A requested report the pickers cannot hold would just vanish from them: say so.
     known = {o["value"] for o in options}
     missing = [f"{role} report {raw} does not exist" for role, raw, rid in
@@ -99,7 +105,7 @@ def layout(base: str | None = None, head: str | None = None, **_: Any) -> html.D
         ], className="filters"),
         dcc.Store(id="compare-search"),
         dcc.Store(id="compare-search-applied"),
-        html.Div(comparison_view(b, h), id="compare-result"),
+        html.Div(comparison_view(b, h, why), id="compare-result"),
     ])
 
 
