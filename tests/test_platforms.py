@@ -378,8 +378,9 @@ def test_compare_without_a_pair_says_why(
 
     (only,) = _ingest(session, reference)
     create_app()
-    from app.dashboard.pages import compare
     from page_helpers import find, texts
+
+    from app.dashboard.pages import compare
 
     said = " ".join(texts(find(compare.layout(), "compare-no-pair")))
     assert said.startswith(f"The newest report, #{only} ({reference['meta']['gpu']}, "
