@@ -4,6 +4,7 @@ lands whole. What to write is decided in ``app.services.reports``."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Select, exists, func, insert, or_, select, update
@@ -253,3 +254,14 @@ def newest_per_gpu(session: Session, limit: int) -> list[tuple[int, str]]:
         .order_by(ranked.c.created_at.desc(), ranked.c.id.desc()).limit(limit)
     ).all()
     return [(int(i), str(gpu)) for i, gpu in rows]
+
+
+def report_versions(session: Session, report_ids: Sequence[int]) -> list[tuple[Any, ...]]:
+    """``report_version`` of each report, in the order given, in one query."""
+    rows = {int(r[0]): tuple(r[1:]) for r in session.execute(
+        select(ReportRow.id, ReportRow.created_at, ReportRow.updated_at, ReportRow.case_count)
+        .where(ReportRow.id.in_(list(report_ids))))}
+    for report_id in report_ids:
+        if report_id not in rows:
+            raise NotFound(f"report {report_id} does not exist")
+    return [rows[i] for i in report_ids]
