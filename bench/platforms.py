@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import statistics
 import sys
@@ -37,24 +36,19 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "bench"), str(REPO / "tests")]
 
-from dashboard import _chromium, ingest, percentiles, reference_report  # noqa: E402
+from dashboard import (  # noqa: E402
+    _chromium,
+    ingest,
+    percentiles,
+    reference_report,
+    write_static_page,
+)
+from history import DRAWN_JS  # noqa: E402
 
 GPUS = ("GB300 NVL72", "B300", "B200", "GB200 NVL72", "H200", "H100", "MI355X", "MI300X")
 STORED = 10_000
 STATIC_RATIO_TARGET = 1.1
 API_P95_TARGET_MS = 50.0
-
-DRAWN_JS = """
-const done = arguments[arguments.length - 1];
-const want = arguments[0];
-function check() {
-  const drawn = Array.from(document.querySelectorAll('.js-plotly-plot'))
-    .filter(g => g._fullData && g.querySelector('.main-svg')).length;
-  if (drawn >= want) { done(performance.now()); } else { setTimeout(check, 10); }
-}
-check();
-"""
-
 
 def platform_report(index: int) -> dict[str, Any]:
     report = reference_report()
@@ -75,18 +69,10 @@ def static_page(database_url: str, path: Path) -> tuple[Path, int]:
 
     with session_scope(database_url) as session:
         specs = list(charts(platforms_page(session, None)).values())
-    bundle = (REPO / "static" / "vendor" / "plotly-cartesian.min.js").read_text("utf-8")
-    divs = "".join(f'<div id="g{i}" style="height:{f["layout"].get("height", 420)}px">'
-                   "</div>" for i, f in enumerate(specs))
-    # As the page draws them: responsive, at the window's width, not the export's 1000 px.
-    draws = "".join(
-        f"Plotly.newPlot('g{i}', {json.dumps(f['data'])}, "
-        f"{json.dumps({k: v for k, v in f['layout'].items() if k != 'width'})}, "
-        "{responsive: true, displaylogo: false});"
-        for i, f in enumerate(specs))
-    path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><script>{bundle}"
-                    f"</script></head><body>{divs}<script>{draws}</script></body></html>",
-                    "utf-8")
+    # As the page draws them: at the window's width, not the export's fixed 1000 px.
+    specs = [{"data": f["data"], "layout": {k: v for k, v in f["layout"].items()
+                                            if k != "width"}} for f in specs]
+    write_static_page(specs, path)
     return path, len(specs)
 
 
@@ -167,8 +153,8 @@ def main() -> int:
             ratio = page_s / plain_s
             ok = ratio <= STATIC_RATIO_TARGET
             failures += not ok
-            print(f"/platforms, {len(ids)} reports x 63 cases, {charts} charts + the winner "
-                  f"matrix: charts drawn in {page_s / 1000:.2f} s (warm median of {len(page) - 1}); "
+            print(f"/platforms, {len(ids)} reports x 63 cases: {charts} charts drawn in "
+                  f"{page_s / 1000:.2f} s (warm median of {len(page) - 1}); "
                   f"static plotly page of the same figures: {plain_s / 1000:.2f} s; ratio "
                   f"{ratio:.2f} (target <= {STATIC_RATIO_TARGET}) "
                   f"{'PASS' if ok else 'FAIL'}")

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Select, exists, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from app.core.errors import Conflict, NotFound
 from app.models import Base, CaseRow, ReportRow, utcnow
@@ -241,17 +241,22 @@ def latest_report_id(session: Session) -> int:
 
 def newest_per_gpu(session: Session, limit: int) -> list[tuple[int, str]]:
     """(id, gpu) of the newest report (as list_reports orders them) of each GPU, newest
-    first, at most ``limit``: one pass over the reports' (gpu, created_at, id), no report
-    decoded."""
-    ranked = select(ReportRow.id.label("id"), ReportRow.gpu.label("gpu"),
-                    ReportRow.created_at.label("created_at"),
-                    func.row_number().over(
-                        partition_by=ReportRow.gpu,
-                        order_by=(ReportRow.created_at.desc(), ReportRow.id.desc()),
-                    ).label("n")).subquery()
+    first, at most ``limit``. The GPUs by a loose scan of ix_reports_gpu (each the least
+    name past the one before), each one's newest by ix_reports_created_at_id: a probe or
+    two per GPU, where a window over every report took 30 ms at 10,000 reports."""
+    step = aliased(ReportRow)
+    gpus = select(func.min(ReportRow.gpu).label("gpu")).cte("gpus", recursive=True)
+    gpus = gpus.union_all(
+        select(select(func.min(step.gpu)).where(step.gpu > gpus.c.gpu).scalar_subquery())
+        .where(gpus.c.gpu.is_not(None)))
+    newest = aliased(ReportRow)
+    newest_id = (select(newest.id).where(newest.gpu == gpus.c.gpu)
+                 .order_by(newest.created_at.desc(), newest.id.desc()).limit(1)
+                 .scalar_subquery())
     rows = session.execute(
-        select(ranked.c.id, ranked.c.gpu).where(ranked.c.n == 1)
-        .order_by(ranked.c.created_at.desc(), ranked.c.id.desc()).limit(limit)
+        select(ReportRow.id, ReportRow.gpu)
+        .where(ReportRow.id.in_(select(newest_id).where(gpus.c.gpu.is_not(None))))
+        .order_by(ReportRow.created_at.desc(), ReportRow.id.desc()).limit(limit)
     ).all()
     return [(int(i), str(gpu)) for i, gpu in rows]
 
