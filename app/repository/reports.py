@@ -250,15 +250,20 @@ def newest_per_gpu(session: Session, limit: int) -> list[tuple[int, str]]:
         select(select(func.min(step.gpu)).where(step.gpu > gpus.c.gpu).scalar_subquery())
         .where(gpus.c.gpu.is_not(None)))
     newest = aliased(ReportRow)
-    newest_id = (select(newest.id).where(newest.gpu == gpus.c.gpu)
-                 .order_by(newest.created_at.desc(), newest.id.desc()).limit(1)
-                 .scalar_subquery())
-    rows = session.execute(
-        select(ReportRow.id, ReportRow.gpu)
-        .where(ReportRow.id.in_(select(newest_id).where(gpus.c.gpu.is_not(None))))
-        .order_by(ReportRow.created_at.desc(), ReportRow.id.desc()).limit(limit)
+    newest_first = (newest.created_at.desc(), newest.id.desc())
+
+    def of_newest(column: Any) -> Any:
+        return (select(column).where(newest.gpu == gpus.c.gpu).order_by(*newest_first)
+                .limit(1).scalar_subquery())
+
+    # Ordered here, not by the database: joining back to reports read every row.
+    found = session.execute(
+        select(gpus.c.gpu, of_newest(newest.id), of_newest(newest.created_at))
+        .where(gpus.c.gpu.is_not(None))
     ).all()
-    return [(int(i), str(gpu)) for i, gpu in rows]
+    rows = sorted(((i, gpu, at) for gpu, i, at in found), key=lambda r: (r[2], r[0]),
+                  reverse=True)[:limit]
+    return [(int(i), str(gpu)) for i, gpu, _ in rows]
 
 
 def report_versions(session: Session, report_ids: Sequence[int]) -> list[tuple[Any, ...]]:
