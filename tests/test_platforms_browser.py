@@ -71,3 +71,24 @@ def test_platforms_page_draws_labelled_charts_and_the_winner_matrix(
     assert f"reports={h200},{gb300}" in browser.current_url
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert errors == [], errors
+
+
+def test_compare_across_gpus_says_so_and_matches_by_configuration(
+        browser: Any, server: tuple[LiveServer, list[int]]) -> None:
+    live, (gb300, h200) = server
+    n = len(_REFERENCE["cases"])
+    browser.set_window_size(1440, 1000)
+    browser.get(f"{live.url}/reports/{gb300}")
+    link = wait_for(browser, lambda d: d.find_element(By.ID, "report-compare-with"),
+                    "the compare-with links")
+    assert link.text.startswith(f"compare with… H200 #{h200}")
+    browser.find_element(By.LINK_TEXT, f"H200 #{h200}").click()
+    wait_for(browser, lambda d: "compare-ratio" in drawn(d), "the ratio chart")
+    assert browser.find_element(By.ID, "compare-headline").text == (
+        f"GB300 NVL72 vs H200: peaks and shapes differ, matched by configuration: "
+        f"{n - 1} of {n}")
+    bars = browser.execute_script(
+        "return document.getElementById('compare-ratio').querySelector('.js-plotly-plot')"
+        "._fullData.reduce((n, t) => n + t.y.length, 0)")
+    assert bars == n - 1  # not an empty chart: every configuration both ran
+    browser.save_screenshot(str(SCREENSHOTS / "platforms-compare-cross-gpu.png"))
