@@ -81,7 +81,8 @@ def test_compare_across_gpus_says_so_and_matches_by_configuration(
     browser.get(f"{live.url}/reports/{gb300}")
     link = wait_for(browser, lambda d: d.find_element(By.ID, "report-compare-with"),
                     "the compare-with links")
-    assert link.text.startswith(f"compare with… H200 #{h200}")
+    assert link.text.split("\n") == ["compare with…", f"H200 #{h200}",
+                                      "all GPUs side by side"]
     browser.find_element(By.LINK_TEXT, f"H200 #{h200}").click()
     wait_for(browser, lambda d: "compare-ratio" in drawn(d), "the ratio chart")
     assert browser.find_element(By.ID, "compare-headline").text == (

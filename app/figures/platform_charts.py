@@ -56,7 +56,8 @@ def best_bars_spec(chart: BestBars, platform_names: Sequence[str]) -> Spec:
             "type": "bar", "orientation": "h", "name": text(name),
             "y": list(chart.labels), "x": list(values),
             "marker": {"color": platform_colour(i)},
-            "text": [f"{v:,.0f} ({text(var)})" if v is not None else "not run"
+            # The platform named at its bar too: printed, colours alone are easy to mix up.
+            "text": [f"{text(name)}: {v:,.0f} ({text(var)})" if v is not None else ""
                      for v, var in zip(values, chart.variants[i], strict=True)],
             "textposition": "outside", "cliponaxis": False,
             "textfont": {"size": 11, "color": "#111111"},
@@ -70,9 +71,9 @@ def best_bars_spec(chart: BestBars, platform_names: Sequence[str]) -> Spec:
         margin={"l": 130, "r": 30, "t": 50, "b": 50},
         legend={"title": titled("platform"), "orientation": "h", "y": -40 / height,
                 "yanchor": "top", "x": 0},
-        # Room right of the longest bar for its text label (1,234 (mxfp8 · staged)).
+        # Room right of the longest bar for its label (H200 #2: 1,234 (mxfp8 · staged)).
         xaxis={"title": titled("useful TFLOP/s per GPU (best variant)"),
-               "range": [0, top * 1.45], "rangemode": "tozero"},
+               "range": [0, top * 1.7], "rangemode": "tozero"},
         yaxis={"autorange": "reversed", "type": "category", "automargin": False,
                "tickfont": {"size": 12}})
     return figure(data, layout, empty="no configuration in view")
