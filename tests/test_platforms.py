@@ -369,6 +369,10 @@ def test_compare_across_gpus_matches_by_configuration_and_says_so(
         assert math.isclose(row.ratio, 1.0)
     same = compare_reports(session, base, base)
     assert same.headline is None and len(same.rows) == n
+    from app.export.service import export_compare
+
+    exported = export_compare(session, base, head).html
+    assert f'id="export-compare-headline">{result.headline}</p>' in exported
 
 
 def test_compare_without_a_pair_says_why(

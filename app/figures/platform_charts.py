@@ -69,8 +69,9 @@ def best_bars_spec(chart: BestBars, platform_names: Sequence[str]) -> Spec:
         f"{text(chart.mode)} · {text(chart.category)}: best useful TF/GPU per configuration",
         "", height=height, barmode="group", bargap=0.25,
         margin={"l": 130, "r": 30, "t": 50, "b": 50},
-        legend={"title": titled("platform"), "orientation": "h", "y": -40 / height,
-                "yanchor": "top", "x": 0},
+        # Above the plot, right of the title: below it ran into the axis title.
+        legend={"orientation": "h", "y": 1, "yanchor": "bottom", "x": 1,
+                "xanchor": "right"},
         # Room right of the longest bar for its label (H200 #2: 1,234 (mxfp8 · staged)).
         xaxis={"title": titled("useful TFLOP/s per GPU (best variant)"),
                "range": [0, top * 1.7], "rangemode": "tozero"},
