@@ -111,6 +111,9 @@ def layout(reports: str | None = None, baseline: str | None = None,
     with session_scope() as session:
         options = report_list.report_options(session)
     picked = [p.report_id for p in page.platforms] if page else []
+    # A picked report older than the pickers' list stays in them (else it would vanish).
+    listed = {o["value"] for o in options}
+    options += [o for o in _baseline_options(page) if o["value"] not in listed]
     return html.Div([
         html.H1("Across hardware: which GPU runs which configuration best"),
         html.Div([
