@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any
 
 from app.case_fields import FILTERABLE, CaseFilter
-from app.dashboard.filter_options import (
+from app.services.filter_choices import (
     all_options,
     empty_hint,
     known_filters,

@@ -1,5 +1,4 @@
-"""A case's history as the history page draws it, and the marks the report page puts on
-the cases that moved against their history."""
+"""A case's history as the history page draws it."""
 
 from __future__ import annotations
 
@@ -18,13 +17,11 @@ from app.repository import history as history_repo
 from app.services import explain
 from app.services.history import (
     METRICS,
-    ReportVerdicts,
     case_history,
     change_dict,
     history_path,
     mark_dict,
     point_dict,
-    report_regressions,
 )
 from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_BASELINE_POINTS
 
@@ -171,44 +168,6 @@ def history_rows(points: list[dict[str, Any]]) -> list[list[Any]]:
              figures.verdict_text(p) + (f"; why: {p['why']}" if p.get("why") else ""),
              ", ".join(p.get("marks", []))]
             for p in reversed(points)]
-
-
-@dataclass(frozen=True)
-class ReportMarks:
-    """The report's cases against their history: the flagged ones for the summary, and a
-    mark per case for the table (``historyChange``, ``historyStatus``, ``historyHref``)."""
-
-    verdicts: ReportVerdicts
-    marks: dict[str, dict[str, Any]]
-
-    @property
-    def judged(self) -> int:
-        return sum(1 for i in self.verdicts.items if i.verdict.status != "insufficient_history")
-
-
-def report_marks(session: Session, report_id: int) -> ReportMarks:
-    result = report_regressions(session, report_id)
-    marks = {}
-    for item in result.items:
-        mark: dict[str, Any] = {"historyStatus": item.verdict.status,
-                                "historyHref": history_path(item.case_id, result.gpu,
-                                                            result.series)}
-        if item.verdict.change_percent is not None:
-            mark["historyChange"] = round(item.verdict.change_percent, 2)
-        if item.verdict.flagged:
-            # What the moved-cases list shows, redrawn from the store when the filter changes.
-            mark.update(historyBaseline=item.verdict.baseline,
-                        historyBaselinePoints=item.verdict.baseline_points,
-                        historyNoise=item.verdict.noise_percent)
-        marks[item.case_id] = mark
-    return ReportMarks(result, marks)
-
-
-def hover_marks(marks: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """The charts' hover notes of the flagged cases, from the report page's store of marks."""
-    arrows = {"regression": "\u25b2", "improvement": "\u25bc"}
-    return {case_id: f"{arrows[m['historyStatus']]} {m['historyChange']:+.1f} % vs history"
-            for case_id, m in marks.items() if m["historyStatus"] in arrows}
 
 
 def _sibling_links(session: Session, case_id: str, gpu: str, series: str, metric: str,
