@@ -20,7 +20,7 @@ TABLE_HEIGHT = "560px"
 # A header wraps between words, never inside one (static/style.css): each column is at
 # least as wide as its longest word at the header's font, plus the cell's padding and the
 # menu icon.
-_CHAR_PX, _PAD_PX, _MIN_PX = 8.2, 44, 72
+_CHAR_PX, _PAD_PX, _MIN_PX = 8.5, 58, 72
 
 
 def header_width(label: str) -> int:

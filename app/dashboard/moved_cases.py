@@ -14,7 +14,7 @@ from app.services.against_history import AgainstHistory
 # its case's historyChange, historyStatus and historyHref.
 TREND_COLUMN: dict[str, Any] = {
     "field": "historyChange", "headerName": "vs history %", "cellRenderer": "HistoryTrend",
-    "filter": "agNumberColumnFilter", "width": 110, "minWidth": 90,
+    "filter": "agNumberColumnFilter", "width": 132, "minWidth": 120,
 }
 HEADINGS = ("verdict", "case (its history)", "layer time change", "baseline", "noise",
             "why: phases, GPU state")

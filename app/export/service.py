@@ -12,7 +12,7 @@ from app.export.compare import compare_html
 from app.export.footer import make_footer
 from app.export.report import report_html
 from app.matrix_metrics import DEFAULT_METRIC
-from app.services.comparison import compare_reports
+from app.services.compare_page import compare_page
 from app.services.report_json import report_json_bytes
 from app.services.report_page import ReportChoices, report_page
 from app.services.report_view import ReportCache
@@ -37,10 +37,7 @@ def export_report(session: Session, report_id: int, filters: CaseFilter, *,
 
 def export_compare(session: Session, base_id: int, head_id: int, *,
                    reports: ReportCache | None = None, now: datetime | None = None) -> Export:
-    reports = reports or ReportCache()
-    base, head = reports.report(session, base_id), reports.report(session, head_id)
+    page = compare_page(reports or ReportCache(), session, base_id, head_id)
     footer = make_footer([(base_id, report_json_bytes(session, base_id)),
                           (head_id, report_json_bytes(session, head_id))], now)
-    result = compare_reports(session, base_id, head_id)
-    return Export(f"moescope-compare-{base_id}-{head_id}.html",
-                  compare_html(base.header, head.header, result, footer))
+    return Export(f"moescope-compare-{base_id}-{head_id}.html", compare_html(page, footer))
