@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.case_fields import CaseFilter
 from app.matrix_metrics import DEFAULT_METRIC, METRICS
+from app.repository import cases as cases_repo
 from app.services import filter_choices
 from app.services.against_history import (
     AgainstHistory,
@@ -96,11 +97,12 @@ def report_page(reports: ReportCache, session: Session, report_id: int,
     metric, metric_problem = metric_choice(choices.matrix_metric)
     marks = marks if marks is not None else report_marks(session, report_id)
     view = report_view(reports, session, report_id, chosen, marks.hover())
+    counts = cases_repo.option_counts(session, report_id, chosen)
     return ReportPage(
         view=view, marks=marks, history=against_history(marks, view.cases),
         host=host_facts(view.meta), previous=previous_report(session, report_id),
-        options=filter_choices.all_options(data.facets, data.cases, chosen),
-        hint=filter_choices.empty_hint(data.cases, chosen),
+        options=filter_choices.all_options(data.facets, counts, chosen),
+        hint=filter_choices.empty_hint(counts, chosen) if data.cases else "",
         problems=(*problems, *([metric_problem] if metric_problem else [])),
         matrix=build_matrix(view.cases, metric), summary=tuple(summary_rows(view.cases)),
         notes=tuple(report_notes(view.meta)))
