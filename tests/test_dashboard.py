@@ -27,6 +27,8 @@ from app.repository import cases as cases_repo
 from app.services import case_table, chart_panels, comparison, report_list, report_view
 from app.services import cases as case_service
 from app.services import reports as report_service
+from app.services.against_history import CaseMark, ReportMarks
+from ingest.regressions import Settings
 from ingest.validate import validate_report
 
 SCRIPT_NOTE = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
@@ -364,15 +366,17 @@ def test_report_page_and_filter_callback(
     # case with its mark against history; a filter's rows when the table asks for them.
     exact = {c["id"]: c for c in reference["cases"]}
     bf16 = [c["id"] for c in reference["cases"] if c["precision"] == "bf16"]
-    marks = {bf16[0]: {"historyChange": 12.5}}
+    marks = ReportMarks({bf16[0]: CaseMark("regression", "/history?caseId=x", 12.5)}, 1,
+                        Settings()).store()
     table = report.mount_table(True, *values, reference_id, marks)
     assert find(table, "report-csv-button").children == "Download CSV of the rows in view"
     view = find(table, "report-grid").rowData
     assert [r["id"] for r in view] == bf16 and len(view) == 18
     assert view[0]["historyChange"] == 12.5 and "historyChange" not in view[1]
     assert view[1]["layerMS"] == pytest.approx(exact[bf16[1]]["layerMS"], rel=1e-5)
+    history = ("historyChange", "historyStatus", "historyHref")
     assert report.table_rows({"at": 1}, *values, reference_id, None) == [
-        {k: v for k, v in r.items() if k != "historyChange"} for r in view]
+        {k: v for k, v in r.items() if k not in history} for r in view]
     # The CSV: the rows the grid shows (its own filter and sort over the view's rows), in
     # its order, with exact values.
     shown = list(reversed(view))[:5]
@@ -505,11 +509,13 @@ def test_the_case_tables_numbers_use_the_digit_keeping_formatter(
         pages: dict[str, ModuleType]) -> None:
     """d3's ',.4~g' showed F=12288 as 1.229e+4; static/'s caseNumber keeps the digits
     (tested in the browser: test_the_case_tables_numbers_keep_their_digits)."""
-    numeric = [c for c in pages["report"].COLUMN_DEFS
-               if c.get("filter") == "agNumberColumnFilter"]
-    assert {c["field"] for c in numeric} >= {"ep", "F", "usefulTFPerGPU", "layerMS"}
-    assert all(c["valueFormatter"] == {"function": "caseNumber(params.value)"}
-               for c in numeric)
+    from app.case_fields import TABLED
+    from app.dashboard.case_grid import COLUMN_DEFS
+
+    numeric = {f.wire for f in TABLED if f.kind in (int, float)}
+    formatted = {c["field"] for c in COLUMN_DEFS
+                 if c.get("valueFormatter") == {"function": "caseNumber(params.value)"}}
+    assert numeric >= {"ep", "F", "usefulTFPerGPU", "layerMS"} and formatted == numeric
 
 
 # moescope's runner's additions to a case (docs/wire-format.md): dyadic values, exact in JSON.
@@ -568,14 +574,12 @@ def test_page_texts_read_the_regression_settings_they_describe() -> None:
     defaults), not from copies typed into the text."""
     from app.dashboard.moved_cases import moved_cases_section
     from app.figures import verdict_text
-    from app.services.history import ReportVerdicts
-    from app.services.history_view import ReportMarks
+    from app.services.against_history import ReportMarks, against_history
     from ingest.regressions import MIN_BASELINE_POINTS, Settings
 
-    unjudged = ReportVerdicts(report_id=1, gpu="g", series="s",
-                              settings=Settings(min_points=7), items=[])
+    unjudged = ReportMarks({}, 0, Settings(min_points=7))
     assert "No case has 7 earlier reports" in " ".join(texts(
-        moved_cases_section(ReportMarks(unjudged, {}), [])))
+        moved_cases_section(against_history(unjudged, []))))
     point = {"status": "insufficient_history", "baselinePoints": 1}
     assert verdict_text(point) == f"fewer than {MIN_BASELINE_POINTS} earlier points (1)"
 

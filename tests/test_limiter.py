@@ -15,8 +15,8 @@ from api_helpers import REPORTS
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine, pool, select, text
 
-from app.export.summary import summary_rows
 from app.models import CaseRow, CaveatRow
+from app.services.summary import summary_rows
 from db.migrate import downgrade, upgrade
 
 Auth = Callable[[str], dict[str, str]]

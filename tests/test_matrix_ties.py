@@ -10,7 +10,7 @@ from typing import Any
 from api_helpers import REPORTS
 from fastapi.testclient import TestClient
 
-from app.export.summary import best_text, summary_rows
+from app.services.summary import best_text, summary_rows
 
 Auth = Callable[[str], dict[str, str]]
 Body = dict[str, Any]
