@@ -109,7 +109,8 @@ def _export(sub: Subparsers) -> None:
 def _platforms(sub: Subparsers) -> None:
     platforms = sub.add_parser(
         "platforms", help="reports of different GPUs side by side, matched by configuration")
-    platforms.add_argument("report_ids", type=int, nargs="+", metavar="REPORT-ID")
+    platforms.add_argument("report_ids", type=int, nargs="*", metavar="REPORT-ID",
+                           help="default: the newest report of each GPU")
     platforms.add_argument("--baseline", type=int, help="one of the reports (default: first)")
     platforms.add_argument("--format", choices=("markdown", "csv"), default="markdown")
     _database_option(platforms)

@@ -236,3 +236,20 @@ def latest_report_id(session: Session) -> int:
     if report_id is None:
         raise NotFound("the database holds no report")
     return int(report_id)
+
+
+def newest_per_gpu(session: Session, limit: int) -> list[tuple[int, str]]:
+    """(id, gpu) of the newest report (as list_reports orders them) of each GPU, newest
+    first, at most ``limit``: one pass over the reports' (gpu, created_at, id), no report
+    decoded."""
+    ranked = select(ReportRow.id.label("id"), ReportRow.gpu.label("gpu"),
+                    ReportRow.created_at.label("created_at"),
+                    func.row_number().over(
+                        partition_by=ReportRow.gpu,
+                        order_by=(ReportRow.created_at.desc(), ReportRow.id.desc()),
+                    ).label("n")).subquery()
+    rows = session.execute(
+        select(ranked.c.id, ranked.c.gpu).where(ranked.c.n == 1)
+        .order_by(ranked.c.created_at.desc(), ranked.c.id.desc()).limit(limit)
+    ).all()
+    return [(int(i), str(gpu)) for i, gpu in rows]
