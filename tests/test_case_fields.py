@@ -208,3 +208,29 @@ def test_table_numbers_read_as_the_page_grid_shows_them() -> None:
     assert table_number(-3.14159) == "-3.142"
     assert table_number(12288) == "12,288"
     assert table_number(0.0) == "0"
+
+
+def test_the_typed_case_view_reads_declared_fields_of_their_kind(
+    reference: Body, stored: tuple[int, list[Body]]
+) -> None:
+    """Each attribute of the read path's CaseView is a case field of that wire name, its
+    type the field's kind (or None where the field may be missing); built from a served case
+    it holds that case's values, and its caveat codes."""
+    import typing
+
+    from app.services.case_view import WIRE_NAMES, CaseView, case_view
+
+    declared = {f.wire: f for f in FIELDS}
+    hints = typing.get_type_hints(CaseView)
+    for name in WIRE_NAMES:
+        assert name in declared, name
+        kinds = set(typing.get_args(hints[name])) or {hints[name]}
+        assert declared[name].kind in kinds, (name, hints[name])
+    _, served = stored
+    for ref, got in zip(reference["cases"], served, strict=True):
+        view = case_view(got)
+        assert (view.id, view.ep, view.F, view.layerMS) == (
+            ref["id"], ref["ep"], ref["F"], ref["layerMS"])
+        rows = ref["receiveRows"]
+        assert view.hotRankFactor == pytest.approx(max(rows) / (sum(rows) / len(rows)))
+        assert view.caveats == {c["code"] for c in got["caveats"]}
