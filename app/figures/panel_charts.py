@@ -40,10 +40,9 @@ def _saved_stats(case: CaseDict) -> tuple[float, float, float]:
     return min(saved) / GIB, sum(saved) / len(saved) / GIB, max(saved) / GIB
 
 
-def memory_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
-    """6. Peak allocated/reserved GiB; arena slot + scratch; training saved bytes per rank."""
-    place = placement(cases)
-    pos, width = place.x, place.width * 0.92
+def _memory_traces(cases: Sequence[CaseDict], pos: dict[str, float], width: float
+                   ) -> list[Trace]:
+    """The peaks (top panel) and the arena's slot and scratch (middle panel)."""
     data: list[Trace] = []
     peaks = hover("allocated peak %{customdata[1]:.2f} GiB",
                   "reserved peak %{customdata[2]:.2f} GiB")
@@ -71,6 +70,12 @@ def memory_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
                     "slot %{customdata[1]:.2f} GiB", "scratch %{customdata[2]:.2f} GiB",
                     "arena %{customdata[3]:.2f} GiB"),
             })
+    return data
+
+
+def _saved_traces(cases: Sequence[CaseDict], pos: dict[str, float]) -> list[Trace]:
+    """Training's saved bytes per rank (bottom panel): the mean, a bar from min to max."""
+    data: list[Trace] = []
     for key, group in grouped(c for c in cases if c.get("savedBytes")).items():
         stats = [_saved_stats(c) for c in group]
         custom = [[hover_id(c), lo, hi, len(c["savedBytes"])]
@@ -84,11 +89,12 @@ def memory_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
                      "array": [hi - mid for _, mid, hi in stats],
                      "arrayminus": [mid - lo for lo, mid, _ in stats]},
         ))
-    # The saved-bytes panel only where a training case is in view: an inference-only view
-    # leaves it out and the title says why, rather than drawing an empty panel.
-    saved = any(c.get("savedBytes") for c in cases)
-    domains: list[list[float]] = ([[0.7, 0.95], [0.36, 0.61], [0.0, 0.27]] if saved
-                                  else [[0.55, 0.95], [0.0, 0.4]])
+    return data
+
+
+def _memory_annotations(cases: Sequence[CaseDict], domains: list[list[float]], saved: bool
+                        ) -> list[dict[str, Any]]:
+    """Each panel's title; a panel with nothing to draw says what is missing."""
     annotations = [
         panel_title("PyTorch peaks: allocated (filled), reserved (open)", 0.5, domains[0][1]),
         panel_title("Arena: slot (solid) + scratch (light), stacked", 0.5, domains[1][1]),
@@ -102,8 +108,22 @@ def memory_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     for fields, message, (low, high) in empty_panels:
         if not any(c.get(f) is not None for c in cases for f in fields):
             annotations.append(muted(panel_title(message, 0.5, (low + high) / 2)))
+    return annotations
+
+
+def memory_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
+    """6. Peak allocated/reserved GiB; arena slot + scratch; training saved bytes per rank."""
+    place = placement(cases)
+    data = [*_memory_traces(cases, place.x, place.width * 0.92),
+            *_saved_traces(cases, place.x)]
+    # The saved-bytes panel only where a training case is in view: an inference-only view
+    # leaves it out and the title says why, rather than drawing an empty panel.
+    saved = any(c.get("savedBytes") for c in cases)
+    domains: list[list[float]] = ([[0.7, 0.95], [0.36, 0.61], [0.0, 0.27]] if saved
+                                  else [[0.55, 0.95], [0.0, 0.4]])
     bottom = "x3" if saved else "x2"
-    frame = case_frame(cases, annotations=annotations, axis=bottom)
+    frame = case_frame(cases, annotations=_memory_annotations(cases, domains, saved),
+                       axis=bottom)
     axis = frame.pop("xaxis")
     # The panels share the case axis; only the bottom one labels it (a label under an
     # upper panel would run into the panel below).

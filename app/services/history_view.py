@@ -111,13 +111,7 @@ def history_view(
         overlay[other] = [point_dict(p) for p in other_history.points]
     chosen = [case_id, *overlay]
     newest = date.fromisoformat(points[-1]["date"][:10]) if points else None
-    range_links = [
-        (label, history_href(chosen, gpu, history.series, metric,
-                             None if days is None or newest is None
-                             else newest - timedelta(days=days)),
-         (since is None) if days is None else (newest is not None and since is not None
-                                                and since == newest - timedelta(days=days)))
-        for label, days in RANGES.items()]
+    range_links = _range_links(chosen, gpu, history.series, metric, since, newest)
     if overlay:
         overlay_links = [("this case alone",
                           history_href([case_id], gpu, history.series, metric, since))]
@@ -141,6 +135,18 @@ def history_view(
         href=history_href(chosen, gpu, history.series, metric, since),
         settings=history.settings,
     )
+
+
+def _range_links(chosen: list[str], gpu: str, series: str, metric: str, since: date | None,
+                 newest: date | None) -> list[tuple[str, str, bool]]:
+    """(label, href, chosen) of each range: the days before the newest report."""
+    return [
+        (label, history_href(chosen, gpu, series, metric,
+                             None if days is None or newest is None
+                             else newest - timedelta(days=days)),
+         (since is None) if days is None else (newest is not None and since is not None
+                                                and since == newest - timedelta(days=days)))
+        for label, days in RANGES.items()]
 
 
 def verdict_line(point: dict[str, Any]) -> str:

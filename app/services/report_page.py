@@ -70,9 +70,9 @@ class ReportPage:
     @cached_property
     def bounds(self) -> dict[str, str]:
         """Case id -> what bounds it, in words (ingest.bounds), for the cases in view."""
-        return {str(c["id"]): bound_sentence(Bound(
-            c.get("limiter"), c.get("computeUtilPercent"), c.get("hbmUtilPercent"),
-            c.get("nvlinkUtilPercent"), c.get("hotRankFactor"))) for c in self.view.cases}
+        return {c.id: bound_sentence(Bound(c.limiter, c.computeUtilPercent, c.hbmUtilPercent,
+                                           c.nvlinkUtilPercent, c.hotRankFactor))
+                for c in self.view.views}
 
 
 def metric_choice(raw: Any) -> tuple[str, str]:
@@ -107,6 +107,6 @@ def report_page(reports: ReportCache, session: Session, report_id: int,
         options=filter_choices.all_options(data.facets, counts, chosen),
         hint=filter_choices.empty_hint(counts, chosen) if data.cases else "",
         problems=(*problems, *([metric_problem] if metric_problem else [])),
-        matrix=build_matrix(view.cases, metric), summary=tuple(summary_rows(view.cases)),
+        matrix=build_matrix(view.cases, metric), summary=tuple(summary_rows(view.views)),
         notes=tuple(report_notes(view.meta)))
 
