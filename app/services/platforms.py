@@ -6,8 +6,10 @@ different GPUs and shapes line up; a matched pair is marked where meta.shape dif
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from threading import Lock
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -107,7 +109,8 @@ class GeoMean:
     count: tuple[int, ...]
 
 
-@dataclass(frozen=True)
+# eq=False: hashed by identity, so a cached page's renderings can be cached by it.
+@dataclass(frozen=True, eq=False)
 class PlatformsPage:
     platforms: tuple[Platform, ...]
     baseline: int  # index into platforms
@@ -303,6 +306,31 @@ def platforms_page(session: Session, report_ids: Sequence[int] | None,
         report_ids = default_pick(session)
         if not report_ids:
             raise NotFound("the database holds no report")
+    key = (tuple(report_ids), tuple(reports_repo.report_versions(session, report_ids)),
+           baseline_id, tuple(modes), tuple(precisions))
+    with _LOCK:
+        found = _PAGES.get(key)
+        if found is not None:
+            _PAGES.move_to_end(key)
+            return found
+    page = _read_page(session, report_ids, baseline_id, modes, precisions)
+    with _LOCK:
+        _PAGES[key] = page
+        while len(_PAGES) > _CACHED_PAGES:
+            _PAGES.popitem(last=False)
+    return page
+
+
+# Pages by (ids, their report_version, baseline, filters): a report's version changes with
+# any change to it, so a page is never stale. Decoding eight reports' cases is most of a
+# request; a page is looked at again and again (the page, its API, its export).
+_CACHED_PAGES = 32
+_PAGES: OrderedDict[tuple[Any, ...], PlatformsPage] = OrderedDict()
+_LOCK = Lock()
+
+
+def _read_page(session: Session, report_ids: Sequence[int], baseline_id: int | None,
+               modes: Sequence[str], precisions: Sequence[str]) -> PlatformsPage:
     inputs = []
     for report_id in report_ids:
         row = reports_repo.get_report(session, report_id)

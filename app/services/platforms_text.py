@@ -4,7 +4,10 @@ winner matrix with ratios): what the CLI and the API's CSV would print."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
+import json
+from functools import lru_cache
 
 from app.services.platforms import Cell, PlatformsPage, Row
 
@@ -19,6 +22,16 @@ def _num(value: float | None, digits: int = 3) -> str:
     return "" if value is None else f"{value:.{digits}f}"
 
 
+@lru_cache(maxsize=32)
+def platforms_json(page: PlatformsPage) -> bytes:
+    """The API's JSON: the read model, its headline added (cached per page object, and
+    the service hands the same object out while its reports are unchanged)."""
+    body = {**dataclasses.asdict(page), "headline": page.headline}
+    return json.dumps(body, ensure_ascii=False, allow_nan=False,
+                      separators=(",", ":")).encode("utf-8")
+
+
+@lru_cache(maxsize=32)
 def platforms_csv(page: PlatformsPage) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")

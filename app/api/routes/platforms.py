@@ -5,13 +5,11 @@ shape."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 
 from app.api.deps import ReadAccess
 from app.api.params import ReportIdQuery, Text
@@ -21,7 +19,7 @@ from app.api.routes.export import download
 from app.core.db import SessionDep
 from app.export.service import export_platforms
 from app.services.platforms import platforms_page
-from app.services.platforms_text import platforms_csv
+from app.services.platforms_text import platforms_csv, platforms_json
 from ingest.schema import INT32_MAX
 
 router = APIRouter(tags=["platforms"])
@@ -103,7 +101,7 @@ def get_platforms(
     wants_csv = format_ == "csv" if format_ is not None else "text/csv" in (accept or "")
     if wants_csv:
         return Response(platforms_csv(page), media_type="text/csv; charset=utf-8")
-    return JSONResponse({**dataclasses.asdict(page), "headline": page.headline})
+    return Response(platforms_json(page), media_type="application/json")
 
 
 @router.get("/platforms/export.html", operation_id="export_platforms",

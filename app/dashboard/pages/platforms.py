@@ -9,11 +9,11 @@ from typing import Any
 from urllib.parse import urlencode
 
 import dash
-from dash import Input, Output, callback, clientside_callback, dcc, html
+from dash import ClientsideFunction, Input, Output, callback, clientside_callback, dcc, html
 
 from app.core.db import session_scope
 from app.core.errors import NotFound
-from app.dashboard.components import GRAPH_CONFIG, line_breaks, parse_report_id, table
+from app.dashboard.components import GRAPH_CONFIG, parse_report_id, table
 from app.figures import platform_charts
 from app.services import platforms_text as texts
 from app.services import report_list
@@ -30,21 +30,21 @@ def query(ids: list[int] | None, baseline: int | None, modes: list[str],
     if baseline is not None:
         pairs.append(("baseline", int(baseline)))
     pairs += [("mode", m) for m in modes] + [("precision", p) for p in precisions]
-    return "?" + urlencode(pairs) if pairs else ""
+    return "?" + urlencode(pairs, safe=",") if pairs else ""
 
 
-def matrix(page: PlatformsPage) -> html.Div:
-    head = [*texts.MATRIX_HEAD, *[p.name for p in page.platforms]]
-    body = [html.Tr([
-        html.Td(texts.row_label(row), className="case-id"),
-        html.Td(f"{row.precision} · {row.pipeline}"),
-        *[html.Td(line_breaks(texts.cell_lines(c)), className=f"family {texts.cell_class(c)}")
-          for c in row.cells],
-    ]) for row in page.rows]
-    return html.Div(html.Table([html.Thead(html.Tr([html.Th(h) for h in head])),
-                                html.Tbody(body)],
-                               className="grid-table platforms-table", id="platforms-matrix"),
-                    className="table-scroll")
+def matrix(page: PlatformsPage) -> list[Any]:
+    """The winner matrix's texts in a store, built into the holder by
+    static/platforms_matrix.js: as Dash components its 600-odd cells took React longer
+    than plotly took to draw every chart, and held the charts back."""
+    data = {
+        "head": [*texts.MATRIX_HEAD, *[p.name for p in page.platforms]],
+        "rows": [[texts.row_label(row), f"{row.precision} · {row.pipeline}",
+                  [[texts.cell_class(c), "\n".join(texts.cell_lines(c))] for c in row.cells]]
+                 for row in page.rows],
+    }
+    return [dcc.Store(id="platforms-matrix-data", data=data),
+            html.Div(id="platforms-matrix-holder", className="table-scroll")]
 
 
 def charts(page: PlatformsPage) -> list[Any]:
@@ -71,7 +71,7 @@ def view(page: PlatformsPage, export_href: str) -> html.Div:
         html.H2("Best useful TF/GPU per configuration"),
         *charts(page),
         html.H2("Winner per configuration (best: fastest; ≈: tied within noise)"),
-        matrix(page),
+        *matrix(page),
     ])
 
 
@@ -130,6 +130,7 @@ def layout(reports: str | None = None, baseline: str | None = None,
         ], className="filters"),
         dcc.Store(id="platforms-search"),
         dcc.Store(id="platforms-search-applied"),
+        dcc.Store(id="platforms-matrix-drawn"),
         html.Div(shown, id="platforms-result"),
     ])
 
@@ -147,6 +148,11 @@ def choose(ids: list[int] | None, baseline: int | None, modes: list[str] | None,
     shown, page = result(ids, baseline, modes or [], precisions or [])
     return shown, query(ids, baseline, modes or [], precisions or []), _baseline_options(page)
 
+
+clientside_callback(
+    ClientsideFunction(namespace="platforms", function_name="matrix"),
+    Output("platforms-matrix-drawn", "data"), Input("platforms-matrix-data", "data"),
+)
 
 clientside_callback(
     """function (search) {
