@@ -1,7 +1,6 @@
 """A ``--nproc 2`` run that loses a rank (SIGKILL) or is told to stop (SIGTERM to the
 launcher, as a batch scheduler does) mid-run: it ends within seconds, rank 0's ``--out``
-carries the ``runFailureNote`` and the service holds exactly the cases finished before.
-And a failure raised inside a CUDA graph's capture falls back to eager timing."""
+carries the ``runFailureNote`` and the service holds exactly the cases finished before."""
 
 from __future__ import annotations
 
@@ -16,14 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from conftest import live_server
 from live import REPO
 from live import ServerProcess as LiveServer
 from runner_helpers import descendants, served_report
-
-from runner import oom
-from runner.graphs import agree_on_capture
 
 CASES = 24  # far more than run before the stop
 STOP_WITHIN_S = 30  # gloo sees a dead peer at once; rank 0 then delivers and exits
@@ -112,26 +107,3 @@ def test_sigterm_writes_the_note_and_delivers_the_finished_cases(
     note = report["meta"]["runFailureNote"]
     assert "Stopped: stopped by SIGTERM" in note, note
     _check_delivered(live, report, output)
-
-
-def test_a_failure_during_graph_capture_falls_back_to_eager() -> None:
-    """The expert work's failure inside the capture is swallowed by ``oom.guarded`` (zeros
-    go on); the capture must not be taken as a success, nor the failure kept for the
-    phase: the case is timed eagerly, where a failure that recurs is its own."""
-    def failing() -> torch.Tensor:
-        raise RuntimeError("operation not permitted when stream is capturing")
-
-    def capture() -> torch.Tensor:
-        return oom.guarded(failing, lambda: torch.zeros(2))
-
-    oom.start_phase("combined")
-    graph, note = agree_on_capture(capture, None, torch.device("cpu"))
-    assert graph is None
-    assert note == ("CUDA graph capture failed (RuntimeError: operation not permitted when "
-                    "stream is capturing); timed eagerly")
-    assert oom.STATE.failure is None and not oom.STATE.hit
-    # A failure from before the capture stays the phase's.
-    oom.STATE.failure = "RuntimeError: earlier"
-    graph, note = agree_on_capture(lambda: torch.ones(1), None, torch.device("cpu"))
-    assert graph is not None and note is None and oom.STATE.failure == "RuntimeError: earlier"
-    oom.start_phase("")
