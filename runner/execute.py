@@ -6,7 +6,6 @@ Every rank of the case's group runs this in lockstep; the values that need all r
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,19 +15,20 @@ from typing import Any, TypeVar
 
 import torch
 
+from runner.case_phases import Phases
 from runner.compiles import COMPILES
-from runner.gpustate import Sampler
+from runner.gpustate import Sampler, nvlink_gbps
 from runner.graphs import NO_GRAPHS, Steps, inference_steps, relative_error, training_steps
 from runner.layer import EXPERT_KERNELS, Experts
 from runner.matrix import DispatchSettings, Timing
 from runner.memory import MemoryStats, memory_stats
 from runner.native import USAGE as NATIVE
 from runner.oom import STATE as OOM
-from runner.oom import agree, describe, free_memory, start_phase
+from runner.oom import free_memory
 from runner.phase_clock import CLOCK, InLayerPhases, time_in_layer
-from runner.phases import PhaseTimes, time_phases
+from runner.phases import PhaseTimes, phase_outcome, time_phases
 from runner.pipelines import REGISTRY, BuildContext, Forward, build_reference
-from runner.platform import Platform, nvlink_counters
+from runner.platform import Platform
 from runner.report import RankOutcome
 from runner.routing import Plan
 from runner.spec import CaseSpec, Shape
@@ -42,54 +42,10 @@ from runner.weights import WEIGHTS, WeightKey
 # bit.
 ERROR_BOUNDS = {"bf16": 2e-2, "mxfp8": 1.2e-1, "nvfp4": 3.5e-1}
 REFERENCE_DTYPE = torch.float32
-NVLINK_SECONDS = 1.0
 STATIC = DispatchSettings()
 
 
 T = TypeVar("T")
-
-
-class Phases:
-    """Runs a case's phases; after each, the ranks agree whether any ran out of memory or
-    failed otherwise (any exception: a scaled GEMM rejecting a shape on one rank). The
-    first OOM or failure anywhere ends the case on every rank (the same decision
-    everywhere); the case records the failure and the run goes on."""
-
-    def __init__(self, group: Any, device: torch.device) -> None:
-        self.group, self.device = group, device
-        self.ooms = 0  # this rank's
-        self.failure: str | None = None  # this rank's: phase, exception type, message
-        self.stopped: str | None = None  # why the case ended early
-
-    def run(self, name: str, work: Callable[[], T]) -> T | None:
-        if self.stopped:
-            return None
-        start_phase(name)
-        result: T | None = None
-        try:
-            result = work()
-        except torch.OutOfMemoryError:
-            OOM.hit = True
-        except Exception as exc:  # noqa: BLE001 - any failure, agreed below
-            OOM.failure = OOM.failure or describe(exc)
-        failure = OOM.failure
-        local = int(OOM.hit) | int(failure is not None) << 1
-        start_phase("")
-        codes = agree(local, self.group, self.device)
-        if not any(codes):
-            return result
-        self.ooms += local & 1
-        if failure is not None:
-            self.failure = f"{name} phase: {failure}"
-        oom_ranks = ", ".join(str(r) for r, c in enumerate(codes) if c & 1)
-        failed_ranks = ", ".join(str(r) for r, c in enumerate(codes) if c & 2)
-        self.stopped = "; ".join(
-            [*([f"out of memory in the {name} phase on rank(s) {oom_ranks}"] if oom_ranks
-               else []),
-             *([f"failed in the {name} phase on rank(s) {failed_ranks}"] if failed_ranks
-               else [])])
-        free_memory()
-        return None
 
 
 def _draw(shape: tuple[int, ...], seed: int, device: torch.device) -> torch.Tensor:
@@ -317,9 +273,9 @@ def _nvlink_pass(c: _Case, layer: _Layer) -> tuple[float | None, float | None]:
 
     def nvlink() -> tuple[float | None, float | None]:
         if c.spec.training:
-            return _nvlink(step_loop, step_ms, c.device)
+            return nvlink_gbps(step_loop, step_ms, c.device)
         with torch.no_grad():
-            return _nvlink(step_loop, step_ms, c.device)
+            return nvlink_gbps(step_loop, step_ms, c.device)
 
     return c.phases.run("nvlink", nvlink) or (None, None)
 
@@ -361,23 +317,6 @@ def _outcome(c: _Case, layer: _Layer, *, error: float | None, accepted: bool | N
     )
 
 
-def phase_outcome(times: PhaseTimes | None) -> dict[str, Any]:
-    """``RankOutcome``'s phase fields (plain data) from the phase pass, None without one."""
-    if times is None:
-        return {}
-    return {
-        "phase_windows": times.forward, "phase_rank_ms": times.forward_rank_ms,
-        "backward_phase_windows": times.backward, "backward_phase_rank_ms": times.backward_rank_ms,
-        "dispatch_local_bytes": times.dispatch.local * times.dispatch_row_bytes,
-        "dispatch_remote_bytes": times.dispatch.remote * times.dispatch_row_bytes,
-        "combine_local_bytes": times.combine.local * times.combine_row_bytes,
-        "combine_remote_bytes": times.combine.remote * times.combine_row_bytes,
-        "dispatch_sent_remote_bytes": times.dispatch_sent.remote * times.dispatch_row_bytes,
-        "combine_sent_remote_bytes": times.combine_sent.remote * times.combine_row_bytes,
-        "phase_graphs": times.graphs, "phase_graph_note": times.note,
-    }
-
-
 def _numerics(forward: Forward, ctx: BuildContext, experts: Experts, x: torch.Tensor,
               grad_out: torch.Tensor, training: bool, group: Any) -> float:
     # float32, not float64: the reference must fit wherever the case did (float64 copies
@@ -405,26 +344,3 @@ def _numerics(forward: Forward, ctx: BuildContext, experts: Experts, x: torch.Te
     for got, want in zip(_grads(xm, measured), _grads(x_ref, experts_ref), strict=True):
         errors.append(relative_error(got, want, group))
     return max(errors)
-
-
-def _nvlink(loop: Callable[[], None], step_ms: float, device: torch.device
-            ) -> tuple[float | None, float | None]:
-    """NVLink TX/RX GB/s over a loop of the step lasting at least NVLINK_SECONDS. The
-    iteration count comes from the window median (the same on every rank), not from a
-    clock, so the ranks' collectives stay matched."""
-    if device.type != "cuda":
-        return None, None
-    before = nvlink_counters(device)
-    if before is None:
-        return None, None
-    iterations = max(1, math.ceil(NVLINK_SECONDS * 1e3 / step_ms))
-    torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    for _ in range(iterations):
-        loop()
-    torch.cuda.synchronize(device)
-    elapsed = time.perf_counter() - start
-    after = nvlink_counters(device)
-    if after is None:
-        return None, None
-    return ((after[0] - before[0]) / elapsed / 1e9, (after[1] - before[1]) / elapsed / 1e9)

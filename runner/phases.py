@@ -234,3 +234,20 @@ def time_phases(ctx: BuildContext, pipeline: str, experts: Experts, x: torch.Ten
         combine_row_bytes=width * x.element_size(),
         graphs=graphs if ctx.device.type == "cuda" else None,
         note="; ".join(notes) or None)
+
+
+def phase_outcome(times: PhaseTimes | None) -> dict[str, Any]:
+    """``RankOutcome``'s phase fields (plain data) from the phase pass, None without one."""
+    if times is None:
+        return {}
+    return {
+        "phase_windows": times.forward, "phase_rank_ms": times.forward_rank_ms,
+        "backward_phase_windows": times.backward, "backward_phase_rank_ms": times.backward_rank_ms,
+        "dispatch_local_bytes": times.dispatch.local * times.dispatch_row_bytes,
+        "dispatch_remote_bytes": times.dispatch.remote * times.dispatch_row_bytes,
+        "combine_local_bytes": times.combine.local * times.combine_row_bytes,
+        "combine_remote_bytes": times.combine.remote * times.combine_row_bytes,
+        "dispatch_sent_remote_bytes": times.dispatch_sent.remote * times.dispatch_row_bytes,
+        "combine_sent_remote_bytes": times.combine_sent.remote * times.combine_row_bytes,
+        "phase_graphs": times.graphs, "phase_graph_note": times.note,
+    }

@@ -17,13 +17,15 @@ import torch.distributed as dist
 from conftest import free_port
 from torch.multiprocessing.spawn import spawn
 
-from runner.execute import phase_outcome
+from ingest.schema import Case
+from runner.execute import run_case
 from runner.layer import make_experts
 from runner.matrix import DispatchSettings, MatrixError, Timing, parse_matrix
 from runner.phase_report import phase_fields
-from runner.phases import time_phases
+from runner.phases import phase_outcome, time_phases
 from runner.pipelines import REGISTRY, BuildContext
-from runner.report import RankOutcome
+from runner.platform import Platform
+from runner.report import PlatformFacts, RankOutcome, build_case
 from runner.routing import Plan, build_plan
 from runner.spec import CaseSpec, Shape
 
@@ -36,6 +38,11 @@ SETTINGS = {"static": DispatchSettings(), "dynamic": DispatchSettings("dynamic")
             "dedup": DispatchSettings("dynamic", dedup=True),
             "dedup-static": DispatchSettings("static", dedup=True)}
 TIMING = Timing(windows=1, iterations=1, warmup=0, warmup_ms=0.0)
+MATRIX = {"shape": {"T": SHAPE.T, "D": SHAPE.D, "E": SHAPE.E, "K": SHAPE.K},
+          "timing": {"windows": 2, "iterations": 1, "warmup": 0, "warmup_ms": 0},
+          "dispatch": {"mode": "dynamic", "dedup": True},
+          "matrix": {"mode": "training", "ep": EP, "precision": "bf16", "pipeline": "standard",
+                     "F": F, "imbalance": 1.5, "category": "exchange"}}
 ROW = SHAPE.D * 4  # float32 rows on the wire
 
 
@@ -78,6 +85,13 @@ def _worker(rank: int, port: int, out: str) -> None:
         for name in ("static", "dedup"):
             results[f"staged-{name}"] = _layer(plan, rank, SETTINGS[name], "staged", "mxfp8",
                                                torch.bfloat16, False)
+        # The whole case through the harness, training, dynamic and deduplicated.
+        matrix = parse_matrix(MATRIX)
+        spec = matrix.cases[0]
+        plat = Platform(torch.device("cpu"), "gloo", "CPU", False, {}, "test")
+        results["case"] = vars(run_case(spec, matrix.shape, build_plan(matrix.shape, spec, 0),
+                                        matrix.timing, 0, plat, rank, dist.group.WORLD,
+                                        dispatch=matrix.dispatch))
         torch.save(results, f"{out}/rank{rank}.pt")
     finally:
         dist.destroy_process_group()
@@ -165,6 +179,24 @@ def test_dedup_sends_one_row_per_token_and_rank(ranks: list[dict[str, Any]]) -> 
                                                             for d in others) * ROW
         if imbalance == 4.0:  # all four experts of every token on rank 0: 64 of 256
             assert outcomes["dedup"][0].dispatch_remote_bytes == 3 * SHAPE.T * ROW
+
+
+def test_a_dynamic_dedup_case_through_the_harness(ranks: list[dict[str, Any]]) -> None:
+    matrix = parse_matrix(MATRIX)
+    spec = matrix.cases[0]
+    outcomes = [RankOutcome(**got["case"]) for got in ranks]
+    facts = PlatformFacts("CPU", False, {}, {}, None, None, "none")
+    case = Case.model_validate(build_case(spec, matrix, outcomes, facts, 2e-2))
+    assert (case.dispatchMode, case.dispatchDedup) == ("dynamic", True)
+    assert case.numericalAccepted and case.failure is None and case.ooms == 0
+    assert case.inLayerPhaseMS is not None and case.phaseMS is not None
+    assert case.backwardPhaseMS is not None
+    plan = build_plan(matrix.shape, spec, 0)
+    row = SHAPE.D * 2  # bf16
+    assert case.dispatchSentRemoteBytes == [
+        sum(_pairs(plan, r, d) for d in range(EP) if d != r) * row for r in range(EP)]
+    assert case.combineSentRemoteBytes == case.dispatchRemoteBytes == [
+        sum(_pairs(plan, s, r) for s in range(EP) if s != r) * row for r in range(EP)]
 
 
 def test_the_matrix_reads_the_dispatch_table() -> None:
