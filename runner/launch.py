@@ -148,7 +148,7 @@ def _worker(rank: int, world: int, opts: RunOptions, plat: Platform) -> int:
             if rank < spec.ep:
                 plan: Plan = build_plan(matrix.shape, spec, matrix.seed)
                 outcome = run_case(spec, matrix.shape, plan, matrix.timing, matrix.seed, plat,
-                                   rank, groups[spec.ep])
+                                   rank, groups[spec.ep], dispatch=matrix.dispatch)
                 outcomes = _gather(outcome, rank, spec.ep, groups[spec.ep])
             if world > 1:
                 wait_for_case()

@@ -13,6 +13,7 @@ from ingest.validate import validate_case, validate_report
 from runner.ceilings import ceiling_note
 from runner.matrix import Matrix
 from runner.model import BLOCK_ELEMENTS, logical_payload_rank0, model_case, runner_scratch_bytes
+from runner.phase_report import phase_fields
 from runner.report_gpustate import gpu_state_fields
 from runner.report_notes import meta_notes
 from runner.spec import CaseSpec, Shape
@@ -52,6 +53,13 @@ class RankOutcome:
     dispatch_remote_bytes: int | None = None
     combine_local_bytes: int | None = None
     combine_remote_bytes: int | None = None
+    # ... and to the other ranks (the combine: sent back)
+    dispatch_sent_remote_bytes: int | None = None
+    combine_sent_remote_bytes: int | None = None
+    # runner.phase_clock: per phase, per window (max over ranks), inside the layer's step;
+    # the note says how they were timed, or why not
+    in_layer_phase_windows: dict[str, list[float]] | None = None
+    in_layer_note: str | None = None
     phase_graphs: bool | None = None  # every phase replayed as its own CUDA graph
     phase_graph_note: str | None = None  # why a phase ran eagerly
     gpu_state: dict[str, Any] | None = None  # runner.gpustate.summary
@@ -134,6 +142,8 @@ def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[RankOutcome],
         "capacityRows": model.capacityRows,
         "emulated": any(o.emulated for o in outcomes),
         "failure": failure,
+        "dispatchMode": matrix.dispatch.mode,
+        "dispatchDedup": matrix.dispatch.dedup,
         **phase_fields(outcomes, _median(first.forward),
                        _median(first.backward) if first.backward is not None else None),
         **gpu_state_fields(outcomes),
@@ -202,89 +212,6 @@ def iteration_percentiles(times: list[float]) -> dict[str, float]:
     return {f"p{p}": float(cuts[p - 1]) for p in PERCENTILES}
 
 
-# The case fields phase_fields gives (all of them, null where they do not apply).
-PHASE_FIELDS = (
-    "phaseMS", "phaseMeanMS", "backwardPhaseMS", "backwardPhaseMeanMS", "dispatchGBps",
-    "combineGBps", "dispatchLocalBytes", "dispatchRemoteBytes", "combineLocalBytes",
-    "combineRemoteBytes", "phaseSumMS", "phaseGapMS", "phaseGapPercent",
-    "backwardPhaseSumMS", "backwardPhaseGapMS", "backwardPhaseGapPercent", "phaseNote",
-    "phaseGraphs", "phaseGraphNote",
-)
-
-
-def phase_fields(outcomes: list[RankOutcome], forward_ms: float,
-                 backward_ms: float | None) -> dict[str, Any]:
-    """The phase pass's fields: each phase's median of the windows' maxima over ranks
-    (``phaseMS``, as the layer's times) and the mean over ranks of each rank's median
-    (``phaseMeanMS``); training's ``backwardPhaseMS`` alike; the bytes each rank received
-    from itself and from the others; the bandwidth of the busiest rank's rows that crossed
-    (null when none did); the phases' sum against the layer's time. Null fields when the
-    phase pass did not run on every rank (or a phase took no measurable time)."""
-    first = outcomes[0]
-    none: dict[str, Any] = dict.fromkeys(PHASE_FIELDS)
-    if first.phase_windows is None or any(
-            o.phase_rank_ms is None or o.dispatch_remote_bytes is None for o in outcomes):
-        return none
-    ms = {name: _median(values) for name, values in first.phase_windows.items()}
-    if min(ms.values()) <= 0:
-        return none
-    fields: dict[str, Any] = {
-        **none,  # every field present, null where it does not apply (inference: backward)
-        "phaseMS": ms,
-        "phaseMeanMS": _rank_means([o.phase_rank_ms for o in outcomes]),
-    }
-    back = None
-    if first.backward_phase_windows is not None:
-        back = {name: _median(v) for name, v in first.backward_phase_windows.items()}
-        if min(back.values()) > 0:
-            fields["backwardPhaseMS"] = back
-            fields["backwardPhaseMeanMS"] = _rank_means(
-                [o.backward_phase_rank_ms for o in outcomes])
-        else:
-            back = None
-    for phase in ("dispatch", "combine"):
-        local = [int(getattr(o, f"{phase}_local_bytes") or 0) for o in outcomes]
-        remote = [int(getattr(o, f"{phase}_remote_bytes") or 0) for o in outcomes]
-        fields[f"{phase}LocalBytes"] = local
-        fields[f"{phase}RemoteBytes"] = remote
-        busiest = max(remote)
-        fields[f"{phase}GBps"] = busiest / (ms[phase] * 1e-3) / 1e9 if busiest else None
-    fields.update(phase_gap(ms, forward_ms, back, backward_ms))
-    fields["phaseGraphs"] = first.phase_graphs
-    notes = [o.phase_graph_note for o in outcomes if o.phase_graph_note]
-    fields["phaseGraphNote"] = notes[0] if notes else None
-    return fields
-
-
-def _rank_means(per_rank: list[dict[str, float] | None]) -> dict[str, float]:
-    known = [p for p in per_rank if p is not None]
-    return {name: statistics.fmean(p[name] for p in known) for name in known[0]}
-
-
-def phase_gap(forward: dict[str, float], forward_ms: float, backward: dict[str, float] | None,
-              backward_ms: float | None) -> dict[str, Any]:
-    """The phases' sum against the layer's own time of the same pass: ``phaseGapMS`` is
-    the layer's time minus the sum (positive: work between the phases that none of them
-    times, launch gaps; negative: the layer overlaps its phases, as the staged pipeline
-    does, or a phase alone pays more than inside the layer), in ms and % of the layer's
-    time, said in words in the case's ``phaseNote``."""
-    total = sum(forward.values())
-    gap = forward_ms - total
-    fields: dict[str, Any] = {"phaseSumMS": total, "phaseGapMS": gap,
-                              "phaseGapPercent": gap / forward_ms * 100}
-    words = [f"forward phases ({' + '.join(forward)}) sum to {total:.4g} ms against the "
-             f"layer's forward {forward_ms:.4g} ms: a gap of {gap:+.4g} ms "
-             f"({gap / forward_ms * 100:+.1f} % of the layer)"]
-    if backward is not None and backward_ms:
-        back_total = sum(backward.values())
-        back_gap = backward_ms - back_total
-        fields.update(backwardPhaseSumMS=back_total, backwardPhaseGapMS=back_gap,
-                      backwardPhaseGapPercent=back_gap / backward_ms * 100)
-        words.append(f"backward phases sum to {back_total:.4g} ms against the layer's "
-                     f"backward {backward_ms:.4g} ms: a gap of {back_gap:+.4g} ms "
-                     f"({back_gap / backward_ms * 100:+.1f} %)")
-    fields["phaseNote"] = "; ".join(words)
-    return fields
 
 
 def build_meta(matrix: Matrix, facts: PlatformFacts, run_id: str, pipeline_notes: list[str],

@@ -6,29 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from runner.matrix import Timing
+from runner.phase_report import GBPS_NOTE, PHASE_NOTE
 
 if TYPE_CHECKING:
     from runner.report import PlatformFacts
 
-PHASE_NOTE = (
-    "phaseMS: the layer's phases, each timed on its own in a second pass the way the layer "
-    "is timed: the same warm-up, L2 flush policy, windows and iterations, each window after "
-    "a barrier, the maximum over ranks per window, the median of the windows; on CUDA each "
-    "phase replays its own CUDA graph where every rank captured it (phaseGraphs; else "
-    "eager, phaseGraphNote says why). phaseMeanMS: the mean over ranks of each rank's "
-    "median, beside those maxima. Forward: quantize (quantized dispatch only: gather, pack "
-    "to the wire format, nvfp4's amax all-reduce, the receiver's unpack), dispatch (the "
-    "all-to-all of the wire rows), experts (expert order, GEMMs, back), combine (the "
-    "all-to-all home, the weighted sum). Training adds backwardPhaseMS: combine (its "
-    "transposed all-to-all), experts (gradients of rows and weights), dispatch (its "
-    "transposed all-to-all). The pass runs the case's formats in one stage, so a staged "
-    "or mega layer's overlap is not in it; each case's phaseNote states the gap between "
-    "the phases' sum and the layer's time (phaseGapMS = layer - sum). Routing is decided "
-    "on the host before the case and is not timed. dispatchLocalBytes / RemoteBytes (and "
-    "combine's): per rank, the bytes of the rows it received from itself and from the "
-    "other ranks; dispatchGBps / combineGBps: the busiest rank's remote bytes over the "
-    "phase's time (rows that stay on a rank are a copy, not traffic; null when no row "
-    "crossed).")
 ERROR_BOUND_NOTE = ("numericalAccepted: relative Frobenius error against a float32 "
                     "reference of the same routed layer (training: worst of output and all "
                     "gradients), bounds bf16 2e-2, mxfp8 1.2e-1, nvfp4 3.5e-1")
@@ -109,7 +91,7 @@ def _bandwidth_note(facts: PlatformFacts) -> str:
         "NVLink not measured (no NVML NVLink counters on this GPU: no NVML, or no "
         "NVLink): the NVLink fields are null." if facts.cuda else
         "NVLink not measured (no GPU, no NVML): the NVLink fields are null."
-    ) + " HBM is an analytical useful-byte estimate, not a DRAM-counter measurement."
+    ) + " HBM is an analytical useful-byte estimate, not a DRAM-counter measurement. " + GBPS_NOTE
 
 
 def _memory_note(cuda: bool) -> str:

@@ -559,6 +559,22 @@ def test_case_phase_chart_shows_quantize_and_the_backward_phases() -> None:
     assert list(bar["y"]) == [0.125, 0.5, 1.5, 0.25, 3.0, 0.75, 3.0, 0.5, 5.0]
 
 
+def test_case_phase_chart_puts_the_in_layer_view_beside_each_phase_alone() -> None:
+    from app.figures.case_charts import case_phases_spec
+
+    case = {"id": "t", "precision": "mxfp8", "forwardMS": 2.0,
+            "phaseMS": {"dispatch": 0.5, "experts": 1.5, "combine": 0.75},
+            "inLayerPhaseMS": {"combine": 0.25, "dispatch": 0.375, "experts": 1.25}}
+    spec = case_phases_spec(case)
+    inside, alone = spec["data"]
+    assert (inside["name"], alone["name"]) == ("inside the layer", "each phase alone")
+    assert list(inside["x"]) == ["dispatch", "experts", "combine"]
+    assert list(inside["y"]) == [0.375, 1.25, 0.25]
+    assert list(alone["y"]) == [0.5, 1.5, 0.75, 2.0]
+    assert spec["layout"]["barmode"] == "group"
+    assert inside["marker"]["pattern"]["shape"] == "/"
+
+
 def test_case_charts_draw_no_phase_bar_without_phases_and_fit_the_windows() -> None:
     case = {"id": "c", "mode": "inference", "precision": "bf16", "receiveRows": [4, 4],
             "windows": {"combined": [2.00, 2.13, 2.06]}}
