@@ -50,3 +50,15 @@ dagcomponentfuncs.HistoryTrend = function (props) {
   return React.createElement("a", { href: row.historyHref, className: "trend trend-" + status },
     text);
 };
+
+// A case's configuration in one cell, as an engineer says it: training · EP32 · mxfp8 ·
+// staged · F3072 · i4 (the case table's "configuration" column; its parts stay filterable
+// on the page's filters).
+dagfuncs.configuration = function (row) {
+  if (!row) {
+    return "";
+  }
+  var parts = [row.mode, row.ep == null ? null : "EP" + row.ep, row.precision, row.pipeline,
+    row.F == null ? null : "F" + row.F, row.imbalance == null ? null : "i" + row.imbalance];
+  return parts.filter(function (p) { return p != null && p !== ""; }).join(" \u00b7 ");
+};

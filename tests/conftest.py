@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import browser
 import httpx
 import psycopg
 import pytest
@@ -26,6 +27,7 @@ from live import (
     scratch_postgres_database,
     serve_process,
 )
+from selenium.webdriver.remote.webdriver import WebDriver
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
@@ -186,3 +188,16 @@ def live_server_with(reports: list[dict[str, Any]], tmp: Path
             ids.append(response.json()["id"])
         yield live, ids
         engine_for(url).dispose()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[WebDriver]:
+    """One headless Chromium for every browser test of the session (tests/browser.py):
+    each module takes it with ``browser.take`` at its window size."""
+    browser.require_chromium(IN_CI)
+    driver = browser.start_chromium("1440,1100", browser.LOGS, browser.NETWORK_CUT)
+    driver.set_page_load_timeout(browser.PAGE_LOAD_S)
+    try:
+        yield driver
+    finally:
+        driver.quit()

@@ -9,6 +9,7 @@ import io
 import subprocess
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -27,6 +28,8 @@ from app.repository import cases as cases_repo
 from app.services import case_table, chart_panels, comparison, report_list, report_view
 from app.services import cases as case_service
 from app.services import reports as report_service
+from app.services.against_history import CaseMark, ReportMarks
+from ingest.regressions import Settings
 from ingest.validate import validate_report
 
 SCRIPT_NOTE = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
@@ -228,8 +231,16 @@ def test_cached_report_follows_appends_and_filters_as_sql_does(
     assert [r["id"] for r in after.rows] == [c["id"] for c in reference["cases"]]
     for chosen in (CaseFilter(precision=["bf16"]), CaseFilter(mode=["training"], ep=[8, 64]),
                    CaseFilter(imbalance=[4.0], F=[3072, 6144]), CaseFilter(pipeline=["x"])):
-        assert report_view.report_view(reports, session, rid, chosen).cases == \
-            [report_view.frozen(c) for c in case_service.view_cases(session, rid, chosen)], chosen
+        view = report_view.report_view(reports, session, rid, chosen)
+        # The cases that pass, picked here from the JSON: every chosen field one of its values.
+        wanted = [c["id"] for c in reference["cases"]
+                  if all(c[f.wire] in values for f, values in chosen.active())]
+        assert [c["id"] for c in view.cases] == wanted, chosen
+        assert view.count_text == f"{len(wanted)} of 63 cases in view"
+        assert view.cases == [report_view.frozen(c)
+                              for c in case_service.view_cases(session, rid, chosen)], chosen
+    # By hand from the reference: 18 bf16 cases; training at EP 64 only of EP 8 and 64 (18).
+    assert sum(c["precision"] == "bf16" for c in reference["cases"]) == 18
 
 
 def test_the_cache_hands_out_read_only_reports(session: Session, reference_id: int) -> None:
@@ -364,15 +375,17 @@ def test_report_page_and_filter_callback(
     # case with its mark against history; a filter's rows when the table asks for them.
     exact = {c["id"]: c for c in reference["cases"]}
     bf16 = [c["id"] for c in reference["cases"] if c["precision"] == "bf16"]
-    marks = {bf16[0]: {"historyChange": 12.5}}
+    marks = ReportMarks({bf16[0]: CaseMark("regression", "/history?caseId=x", 12.5)}, 1,
+                        Settings()).store()
     table = report.mount_table(True, *values, reference_id, marks)
     assert find(table, "report-csv-button").children == "Download CSV of the rows in view"
     view = find(table, "report-grid").rowData
     assert [r["id"] for r in view] == bf16 and len(view) == 18
     assert view[0]["historyChange"] == 12.5 and "historyChange" not in view[1]
     assert view[1]["layerMS"] == pytest.approx(exact[bf16[1]]["layerMS"], rel=1e-5)
+    history = ("historyChange", "historyStatus", "historyHref")
     assert report.table_rows({"at": 1}, *values, reference_id, None) == [
-        {k: v for k, v in r.items() if k != "historyChange"} for r in view]
+        {k: v for k, v in r.items() if k not in history} for r in view]
     # The CSV: the rows the grid shows (its own filter and sort over the view's rows), in
     # its order, with exact values.
     shown = list(reversed(view))[:5]
@@ -397,9 +410,18 @@ def test_every_note_is_shown_as_text(
     reference["meta"]["customNote"] = "a note the dashboard does not know"
     rid = ingest(session, reference)
     page = pages["report"].layout(str(rid))
-    notes = texts(find(page, "report-notes"))
-    assert SCRIPT_NOTE in notes and "a note the dashboard does not know" in notes
-    assert "customNote" in notes
+    panel = find(page, "report-notes")
+    # Every *Note of the meta, each once, in the meta's order, its text verbatim: the list
+    # made here from the JSON.
+    wanted = [(k, v) for k, v in reference["meta"].items()
+              if k.endswith("Note") and isinstance(v, str)]
+    assert len(wanted) >= 3 and ("customNote", "a note the dashboard does not know") in wanted
+    shown = [(texts(block)[0], block) for block in panel.children[1:]]
+    assert [key for key, _ in shown] == [k for k, _ in wanted]
+    for (key, block), (_, text) in zip(shown, wanted, strict=True):
+        assert text in texts(block), key
+    # The peak note qualifies the % of peak chart: shown beside it as text (a script would
+    # be markup, not text).
     assert SCRIPT_NOTE in texts(find(page, "report-aside-percent-of-peak"))
 
 
@@ -487,16 +509,30 @@ def app_client(settings_env: Callable[..., None], engine: Any) -> Iterator[TestC
         yield client
 
 
-def test_dashboard_is_served_at_the_root_beside_the_api(app_client: TestClient) -> None:
+def test_dashboard_is_served_at_the_root_beside_the_api(
+    app_client: TestClient, auth: Callable[[str], dict[str, str]], reference: dict[str, Any]
+) -> None:
     index = app_client.get("/")
     assert index.status_code == 200 and "_dash-renderer" in index.text
     # The very first page after start-up already has our assets and the router's script.
     assert "/assets/dashAgGridComponentFunctions.js" in index.text
     assert "document.title = data.title" in index.text
-    assert app_client.get("/reports/1").status_code == 200
-    assert app_client.get("/assets/style.css").status_code == 200
+    # The assets are the files in static/, byte for byte.
+    static = Path(__file__).resolve().parents[1] / "static"
+    for name in ("style.css", "dashAgGridComponentFunctions.js"):
+        assert app_client.get(f"/assets/{name}").content == (static / name).read_bytes()
     assert app_client.get("/docs").status_code == 200
     assert app_client.get("/api/v1/reports").json()["total"] == 0
+    # A report posted to the API is what the dashboard's routes and the API then serve.
+    posted = app_client.post("/api/v1/reports", json=reference, headers=auth("ingest"))
+    assert posted.status_code == 201, posted.text
+    rid = posted.json()["id"]
+    assert app_client.get(f"/reports/{rid}").status_code == 200
+    listed = app_client.get("/api/v1/reports").json()
+    assert listed["total"] == 1 and listed["items"][0]["caseCount"] == len(reference["cases"])
+    training = app_client.get(f"/api/v1/reports/{rid}/cases", params={"mode": "training"})
+    assert [c["id"] for c in training.json()["items"]] == [
+        c["id"] for c in reference["cases"] if c["mode"] == "training"]
     missing = app_client.get("/api/v1/no-such-route")
     assert missing.status_code == 404 and missing.json()["error"]
 
@@ -505,11 +541,13 @@ def test_the_case_tables_numbers_use_the_digit_keeping_formatter(
         pages: dict[str, ModuleType]) -> None:
     """d3's ',.4~g' showed F=12288 as 1.229e+4; static/'s caseNumber keeps the digits
     (tested in the browser: test_the_case_tables_numbers_keep_their_digits)."""
-    numeric = [c for c in pages["report"].COLUMN_DEFS
-               if c.get("filter") == "agNumberColumnFilter"]
-    assert {c["field"] for c in numeric} >= {"ep", "F", "usefulTFPerGPU", "layerMS"}
-    assert all(c["valueFormatter"] == {"function": "caseNumber(params.value)"}
-               for c in numeric)
+    from app.case_fields import TABLED
+    from app.dashboard.case_grid import COLUMN_DEFS
+
+    numeric = {f.wire for f in TABLED if f.kind in (int, float)}
+    formatted = {c["field"] for c in COLUMN_DEFS
+                 if c.get("valueFormatter") == {"function": "caseNumber(params.value)"}}
+    assert numeric >= {"ep", "F", "usefulTFPerGPU", "layerMS"} and formatted == numeric
 
 
 # moescope's runner's additions to a case (docs/wire-format.md): dyadic values, exact in JSON.
@@ -568,14 +606,12 @@ def test_page_texts_read_the_regression_settings_they_describe() -> None:
     defaults), not from copies typed into the text."""
     from app.dashboard.moved_cases import moved_cases_section
     from app.figures import verdict_text
-    from app.services.history import ReportVerdicts
-    from app.services.history_view import ReportMarks
+    from app.services.against_history import ReportMarks, against_history
     from ingest.regressions import MIN_BASELINE_POINTS, Settings
 
-    unjudged = ReportVerdicts(report_id=1, gpu="g", series="s",
-                              settings=Settings(min_points=7), items=[])
+    unjudged = ReportMarks({}, 0, Settings(min_points=7))
     assert "No case has 7 earlier reports" in " ".join(texts(
-        moved_cases_section(ReportMarks(unjudged, {}), [])))
+        moved_cases_section(against_history(unjudged, []))))
     point = {"status": "insufficient_history", "baselinePoints": 1}
     assert verdict_text(point) == f"fewer than {MIN_BASELINE_POINTS} earlier points (1)"
 

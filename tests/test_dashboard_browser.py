@@ -9,10 +9,10 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import browser as browser_helpers
 import httpx
 import pytest
 from conftest import (
@@ -23,13 +23,11 @@ from conftest import (
     live_server,
 )
 from live import REPO
-from selenium import webdriver
 from selenium.common.exceptions import (
     NoSuchElementException,
     StaleElementReferenceException,
     TimeoutException,
 )
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -44,8 +42,6 @@ from app.services.chart_panels import CHART_CASE_CAP, cap_banner
 
 pytestmark = pytest.mark.live
 
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = REPO / "test-output" / "screenshots"
 SCRIPT_NOTE = ("<script>window.__pwned = 1</script>"
                "<img src=x onerror=\"window.__pwned = 2\">")
@@ -63,13 +59,7 @@ return Array.from(document.querySelectorAll('.js-plotly-plot'))
 
 
 def require_chromium() -> None:
-    if CHROMEDRIVER.exists() and CHROMIUM.exists():
-        return
-    reason = "chromium and chromium-driver are not installed (apt-get install chromium " \
-             "chromium-driver)"
-    if IN_CI:
-        pytest.fail(reason + " (CI=true: browser tests may not skip)", pytrace=False)
-    pytest.skip(reason)
+    browser_helpers.require_chromium(IN_CI)
 
 
 @pytest.fixture(scope="module")
@@ -113,27 +103,11 @@ def server(tmp_path_factory: pytest.TempPathFactory, reports: dict[str, Any]
         engine_for(url).dispose()
 
 
-def start_chromium(window_size: str, logs: dict[str, str]) -> WebDriver:
-    """Headless Chromium, keeping the given logs (goog:loggingPrefs)."""
-    require_chromium()
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu",
-                "--disable-background-networking", f"--window-size={window_size}"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", logs)
-    return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-
-
 @pytest.fixture(scope="module")
-def browser() -> Iterator[WebDriver]:
-    driver = start_chromium("1500,1100", {"browser": "ALL"})
-    driver.set_page_load_timeout(WAIT_S)
+def browser(chromium: WebDriver) -> WebDriver:
+    """The session's Chromium (conftest's ``chromium``) at this module's window size."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+    return browser_helpers.take(chromium, "1500,1100")
 
 
 @pytest.fixture

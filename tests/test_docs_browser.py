@@ -12,11 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from browser import take
 from conftest import LiveServer, live_server
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
-from test_dashboard_browser import CHROMEDRIVER, CHROMIUM, SCREENSHOTS, require_chromium
+from test_dashboard_browser import SCREENSHOTS, require_chromium
 
 pytestmark = pytest.mark.live
 
@@ -39,22 +38,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[WebDriver]:
-    require_chromium()
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--window-size=1400,1000",
-                # The network cut: no name resolves, and only the server's address is left.
-                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    driver.set_page_load_timeout(WAIT_S)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+def browser(chromium: WebDriver) -> WebDriver:
+    """The session's Chromium, its network cut to this machine (tests/browser.py): the
+    docs must load with nothing from elsewhere."""
+    return take(chromium, "1400,1000")
 
 
 def operation_count(server: LiveServer) -> int:

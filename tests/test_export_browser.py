@@ -12,18 +12,17 @@ import shutil
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from browser import take
 from conftest import _REFERENCE, IN_CI
 from live import REPO
 from plotly.offline import get_plotlyjs
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.remote.webdriver import WebDriver
 from sqlalchemy.orm import Session
-from test_dashboard_browser import start_chromium
 
 from app import figures
 from app.case_fields import CaseFilter
@@ -84,13 +83,9 @@ def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[WebDriver]:
-    driver = start_chromium("1300,1000", {"browser": "ALL", "performance": "ALL"})
-    driver.set_page_load_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+def browser(chromium: WebDriver) -> WebDriver:
+    """The session's Chromium (its performance log names each request a page makes)."""
+    return take(chromium, "1300,1000")
 
 
 def open_offline(driver: WebDriver, path: Path) -> list[str]:

@@ -26,7 +26,8 @@ def test_export_has_a_regressions_section_once_history_exists(
 
     root = parse(export_report(session, report_ids[-1], CaseFilter()).html)
     section = root.by_id("export-history")
-    assert "2 of the 63 cases in view with 3 or more earlier reports" in section.text
+    # The page's words: the report's moved cases of those judged (all 63 have 4 earlier).
+    assert "2 of 63 cases judged moved past 5 %" in section.text
     rows = table_rows(root.by_id("export-history-flagged"))
     assert [(r[0], r[1]) for r in rows[1:]] == [("regression", slowed), ("improvement", sped)]
     assert rows[1][2].startswith("+1") and rows[2][2].startswith("-1")
@@ -36,6 +37,8 @@ def test_export_has_a_regressions_section_once_history_exists(
     training = parse(export_report(session, report_ids[-1],
                                    CaseFilter(mode=["training"])).html)
     assert [r[1] for r in table_rows(training.by_id("export-history-flagged"))[1:]] == [sped]
+    assert training.by_id("export-history-in-view").text.strip() == (
+        "1 of the 2 moved cases are in view.")
 
     # The third report has two earlier ones: nothing judged, so no section at all.
     early = parse(export_report(session, report_ids[2], CaseFilter()).html)

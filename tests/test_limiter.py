@@ -15,8 +15,9 @@ from api_helpers import REPORTS
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine, pool, select, text
 
-from app.export.summary import summary_rows
 from app.models import CaseRow, CaveatRow
+from app.services.case_view import case_view
+from app.services.summary import summary_rows
 from db.migrate import downgrade, upgrade
 
 Auth = Callable[[str], dict[str, str]]
@@ -217,7 +218,7 @@ def test_migration_derives_stored_reports(client: TestClient, auth: Auth, refere
 def test_summary_counts_each_limiter_per_mode_precision_pipeline(
     cases: dict[str, Body], reference: Body,
 ) -> None:
-    rows = summary_rows(list(cases.values()))
+    rows = summary_rows([case_view(c) for c in cases.values()])
     assert [(r.mode, r.precision, r.pipeline) for r in rows] == [
         ("inference", "bf16", "standard"), ("inference", "mxfp8", "staged"),
         ("inference", "mxfp8", "mega"), ("inference", "nvfp4", "mega"),

@@ -10,7 +10,8 @@ from typing import Any
 from api_helpers import REPORTS
 from fastapi.testclient import TestClient
 
-from app.export.summary import best_text, summary_rows
+from app.services.case_view import case_view
+from app.services.summary import best_text, summary_rows
 
 Auth = Callable[[str], dict[str, str]]
 Body = dict[str, Any]
@@ -99,7 +100,7 @@ def test_a_configuration_run_twice_keeps_both_and_a_data_error_is_never_best(
 
     # So does the summary: bf16 standard's best is not the 180 % error.
     served = client.get(f"{REPORTS}/{report_id}/cases", params={"limit": 1000}).json()
-    rows = summary_rows(served["items"])
+    rows = summary_rows([case_view(c) for c in served["items"]])
     bf16 = next(r for r in rows if (r.mode, r.precision) == ("inference", "bf16"))
     expected = max(c["usefulTFPerGPU"] / BF16_PEAK * 100 for c in reference["cases"]
                    if (c["mode"], c["precision"]) == ("inference", "bf16")
@@ -115,8 +116,10 @@ def test_summary_says_tied_within_noise() -> None:
                 "percentOfPeak": tf / BF16_PEAK * 100, "usefulTFPerGPU": tf, "layerMS": 1.0,
                 "windowSpreadPercent": spread, "caveats": []}
     # 1000 vs 990: 1 % apart; the second's windows spread 2 %: tied.
-    [row] = summary_rows([case(1000.0, [1.0, 1.0, 1.0]), case(990.0, [1.0, 1.01, 1.02])])
+    [row] = summary_rows([case_view(case(1000.0, [1.0, 1.0, 1.0])),
+                         case_view(case(990.0, [1.0, 1.01, 1.02]))])
     assert row.best_tied and row.best_tf_tied
     assert best_text(row.best_useful_tf, row.best_tf_tied) == "1,000.0 (tied within noise)"
-    [row] = summary_rows([case(1000.0, [1.0, 1.0, 1.0]), case(900.0, [1.0, 1.01, 1.02])])
+    [row] = summary_rows([case_view(case(1000.0, [1.0, 1.0, 1.0])),
+                         case_view(case(900.0, [1.0, 1.01, 1.02]))])
     assert not row.best_tied and best_text(row.best_percent_of_peak, False) == "40.0"

@@ -10,11 +10,12 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from browser import take
 from conftest import _REFERENCE, LiveServer, fresh_postgres_database, live_server
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from sqlalchemy.orm import Session
-from test_dashboard_browser import SCREENSHOTS, start_chromium, wait_for, wait_for_charts
+from test_dashboard_browser import SCREENSHOTS, wait_for, wait_for_charts
 
 from app import figures
 from app.core.db import engine_for
@@ -49,13 +50,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServe
 
 
 @pytest.fixture(scope="module", params=["1440,1100", "1024,900"])
-def browser(request: pytest.FixtureRequest) -> Iterator[WebDriver]:
-    driver = start_chromium(request.param, {"browser": "ALL"})
+def browser(request: pytest.FixtureRequest, chromium: WebDriver) -> WebDriver:
+    """The session's Chromium at each width in turn."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+    return take(chromium, request.param)
 
 
 def _width(driver: WebDriver) -> int:

@@ -13,9 +13,9 @@ from page_helpers import find, pages, texts  # noqa: F401 - pages is a fixture
 from sqlalchemy.orm import Session
 
 from app.case_fields import FILTERABLE, CaseFilter
-from app.dashboard.provenance import host_facts
 from app.export.service import export_report
 from app.matrix_metrics import DEFAULT_METRIC
+from app.services.host_facts import host_facts
 
 Body = dict[str, Any]
 
@@ -43,8 +43,8 @@ def test_host_and_software_and_compare_with_previous(
     # The reference has no meta.host: said, not left blank.
     assert "host and software not reported" in " ".join(
         texts(find(pages["report"].layout(str(lone)), "report-provenance")))
-    assert host_facts({"host": {"zeta": 1, "torch": "2.13"}}) == [("torch", "2.13"),
-                                                                  ("zeta", "1")]
+    assert host_facts({"host": {"zeta": 1, "torch": "2.13"}}) == (("torch", "2.13"),
+                                                                  ("zeta", "1"))
 
     # The reports list links each report to its series' previous one, and only that.
     table = find(pages["reports"].layout(), "reports-table")

@@ -68,18 +68,6 @@ def matrix_table(report_id: int, matrix: Matrix) -> html.Div:
     ])
 
 
-def metric_from_query(raw: Any) -> tuple[str, str]:
-    """The matrix metric a URL's ``?matrixMetric=`` picks (the export link sends it), and a
-    message naming the metrics when it picks none of them ('' when fine)."""
-    value = raw[-1] if isinstance(raw, list) and raw else raw
-    if value in (None, ""):
-        return DEFAULT_METRIC, ""
-    if value in METRICS:
-        return str(value), ""
-    return DEFAULT_METRIC, (f"matrixMetric={value!r} is not one of {', '.join(METRICS)}; "
-                            f"the matrix shows {DEFAULT_METRIC}")
-
-
 def matrix_section(table: html.Div, metric: str = DEFAULT_METRIC) -> html.Section:
     """``table``: the matrix_table of the view; ``metric``: the one it shows."""
     return html.Section([

@@ -1,5 +1,5 @@
 """The summary per mode x precision x pipeline as the report page shows it (the rows are
-app.export.summary's, which the export shows too)."""
+app.services.summary's, which the export shows too)."""
 
 from __future__ import annotations
 
@@ -7,20 +7,18 @@ from collections.abc import Sequence
 
 from dash import html
 
-from app.case_fields import CaseDict
 from app.dashboard.components import table
-from app.export.summary import best_text, summary_rows
+from app.services.summary import SummaryRow, best_text
 
 HEADER = ("mode", "precision", "pipeline", "cases", "best % of peak", "median % of peak",
-          "best useful TFLOP/s", "median layer ms", "limiters")
+          "best useful TFLOP/s per GPU", "median layer ms", "limiters")
 
 
 def _number(value: float | None, digits: int = 1) -> str:
     return "n/a" if value is None else f"{value:,.{digits}f}"
 
 
-def summary_table(cases: Sequence[CaseDict]) -> html.Table | html.Div:
-    rows = summary_rows(cases)
+def summary_table(rows: Sequence[SummaryRow]) -> html.Table | html.Div:
     if not rows:
         return html.Div("no case in view", className="muted")
     return table(HEADER, [

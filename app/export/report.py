@@ -1,5 +1,5 @@
 """One report's export: what the dashboard's report page shows for a set of filters (its
-view, charts, notes, caveat counts and case table), as one HTML document."""
+read model, ``services.report_page.ReportPage``), as one HTML document."""
 
 from __future__ import annotations
 
@@ -9,27 +9,25 @@ from typing import Any
 from app.case_fields import TABLED, CaseDict, CaseFilter
 from app.export.document import export_spec, render
 from app.export.footer import Footer
-from app.export.summary import best_text, summary_rows
-from app.matrix_metrics import DEFAULT_METRIC, METRICS, metric_for
 from app.services.case_table import table_row
 from app.services.case_text import display_value, table_number
-from app.services.history import CaseVerdict, ReportVerdicts
-from app.services.matrix import build_matrix
-from app.services.report_view import ReportView
-from ingest.derived import CAVEAT_MEANINGS, report_notes
-from ingest.grouping import Flagged, group_flagged
-from ingest.regressions import MAD_TO_SIGMA, Settings
+from app.services.host_facts import NO_HOST
+from app.services.report_page import ReportPage
+from app.services.summary import best_text
+from ingest.derived import CAVEAT_MEANINGS
 
 
 @dataclass(frozen=True)
 class Cell:
     text: str
     numeric: bool
+    title: str = ""  # the limiter's cell: what bounds the case, in words
 
 
-def _cells(case: CaseDict) -> list[Cell]:
+def _cells(case: CaseDict, bound: str) -> list[Cell]:
     row = table_row(case)
-    return [Cell(_text(row.get(f.wire)), f.kind in (int, float)) for f in TABLED]
+    return [Cell(_text(row.get(f.wire)), f.kind in (int, float),
+                 bound if f.wire == "limiter" else "") for f in TABLED]
 
 
 def _text(value: Any) -> str:
@@ -52,52 +50,27 @@ def chart_id(key: str) -> str:
     return f"chart-{key}"
 
 
-@dataclass(frozen=True)
-class AgainstHistory:
-    """The export's regressions section: the flagged cases in view, and how many cases
-    in view had enough history to be judged."""
-
-    judged: int
-    flagged: list[CaseVerdict]
-    settings: Settings
-    groups: list[str]  # the flagged cases in view grouped by the dimensions they share
-
-
-def against_history(view: ReportView, verdicts: ReportVerdicts) -> AgainstHistory | None:
-    """None when no case in view has history to be judged against: no section."""
-    in_view = {case["id"]: case for case in view.cases}
-    items = [i for i in verdicts.items if i.case_id in in_view]
-    judged = sum(1 for i in items if i.verdict.status != "insufficient_history")
-    if not judged:
-        return None
-    flagged = [i for i in items if i.verdict.flagged]
-    groups = group_flagged([Flagged(in_view[i.case_id], i.verdict.status,
-                                    i.verdict.change_percent or 0.0) for i in flagged],
-                           view.cases)
-    return AgainstHistory(judged, flagged, verdicts.settings, [g.text() for g in groups])
-
-
-def report_html(view: ReportView, footer: Footer, verdicts: ReportVerdicts | None = None,
-                matrix_metric: str = DEFAULT_METRIC) -> str:
-    """``matrix_metric``: the matrix shown first; the file holds one per metric and a
-    control to pick another, as the page's (the export is offline: no server to ask)."""
+def report_html(page: ReportPage, footer: Footer) -> str:
+    """The file holds the matrix of every metric and a control to pick another, as the
+    page's (the export is offline: no server to ask); it opens on the page's."""
+    view = page.view
     header = view.header
-    chosen = metric_for(matrix_metric).key
     # A chart with nothing to show is left out, one line saying why (as on the page).
     charts = {chart_id(p.key): export_spec(p.figure) for p in view.panels if not p.absent}
-    matrices = [build_matrix(view.cases, metric) for metric in METRICS]
+    bounds = page.bounds
     return render(
         "report.html.j2", charts,
         title=f"moescope report {header.id}: {header.gpu} {header.date}",
-        header=header, view=view, filters=filters_text(view.filters),
-        notes=report_notes(view.meta), caveats=view.caveats,
-        summary=summary_rows(view.cases), panels=view.panels, chart_id=chart_id,
-        matrices=matrices, matrix_metric=chosen, meanings=CAVEAT_MEANINGS,
+        header=header, view=view, filters=filters_text(view.filters), host=page.host,
+        no_host=NO_HOST, previous=page.previous,
+        notes=page.notes, caveats=view.caveats,
+        summary=page.summary, panels=view.panels, chart_id=chart_id,
+        matrices=page.matrices(), matrix_metric=page.metric, meanings=CAVEAT_MEANINGS,
         columns=[(f.wire, f.label) for f in TABLED],
-        rows=[(_cells(case), [c["code"] for c in case.get("caveats", [])])
+        rows=[(_cells(case, bounds[str(case["id"])]), [c["code"] for c in case.get("caveats", [])])
               for case in view.cases],
-        history=against_history(view, verdicts) if verdicts else None,
-        footer=footer, fmt=_fmt, best_text=best_text, mad_to_sigma=MAD_TO_SIGMA,
+        history=page.history if page.history.judged_in_view else None,
+        footer=footer, fmt=_fmt, best_text=best_text,
     )
 
 

@@ -13,11 +13,11 @@ from app.export.footer import make_footer
 from app.export.platforms import platforms_html
 from app.export.report import report_html
 from app.matrix_metrics import DEFAULT_METRIC
-from app.services.comparison import compare_reports
-from app.services.history import report_regressions
+from app.services.compare_page import compare_page
 from app.services.platforms import platforms_page
 from app.services.report_json import report_json_bytes
-from app.services.report_view import ReportCache, report_view
+from app.services.report_page import ReportChoices, report_page
+from app.services.report_view import ReportCache
 
 
 @dataclass(frozen=True)
@@ -31,22 +31,18 @@ def export_report(session: Session, report_id: int, filters: CaseFilter, *,
                   matrix_metric: str = DEFAULT_METRIC) -> Export:
     """``reports``: the app's cache; a one-off export (the CLI's) reads without one.
     ``matrix_metric``: the configuration matrix's metric shown when the file opens."""
-    view = report_view(reports or ReportCache(), session, report_id, filters)
+    page = report_page(reports or ReportCache(), session, report_id, filters,
+                       ReportChoices(matrix_metric=matrix_metric))
     footer = make_footer([(report_id, report_json_bytes(session, report_id))], now)
-    history = report_regressions(session, report_id)
-    return Export(f"moescope-report-{report_id}.html",
-                  report_html(view, footer, history, matrix_metric))
+    return Export(f"moescope-report-{report_id}.html", report_html(page, footer))
 
 
 def export_compare(session: Session, base_id: int, head_id: int, *,
                    reports: ReportCache | None = None, now: datetime | None = None) -> Export:
-    reports = reports or ReportCache()
-    base, head = reports.report(session, base_id), reports.report(session, head_id)
+    page = compare_page(reports or ReportCache(), session, base_id, head_id)
     footer = make_footer([(base_id, report_json_bytes(session, base_id)),
                           (head_id, report_json_bytes(session, head_id))], now)
-    result = compare_reports(session, base_id, head_id)
-    return Export(f"moescope-compare-{base_id}-{head_id}.html",
-                  compare_html(base.header, head.header, result, footer))
+    return Export(f"moescope-compare-{base_id}-{head_id}.html", compare_html(page, footer))
 
 
 def export_platforms(session: Session, report_ids: list[int] | None, baseline_id: int | None,

@@ -18,6 +18,7 @@ from app.figures.layout import (
     panel_title,
     titled,
 )
+from app.figures.point_key import numbered, numbers_of, point_numbers
 from app.figures.style import (
     GIB,
     Meta,
@@ -39,10 +40,9 @@ def _saved_stats(case: CaseDict) -> tuple[float, float, float]:
     return min(saved) / GIB, sum(saved) / len(saved) / GIB, max(saved) / GIB
 
 
-def memory_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
-    """6. Peak allocated/reserved GiB; arena slot + scratch; training saved bytes per rank."""
-    place = placement(cases)
-    pos, width = place.x, place.width * 0.92
+def _memory_traces(cases: Sequence[CaseDict], pos: dict[str, float], width: float
+                   ) -> list[Trace]:
+    """The peaks (top panel) and the arena's slot and scratch (middle panel)."""
     data: list[Trace] = []
     peaks = hover("allocated peak %{customdata[1]:.2f} GiB",
                   "reserved peak %{customdata[2]:.2f} GiB")
@@ -70,6 +70,12 @@ def memory_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
                     "slot %{customdata[1]:.2f} GiB", "scratch %{customdata[2]:.2f} GiB",
                     "arena %{customdata[3]:.2f} GiB"),
             })
+    return data
+
+
+def _saved_traces(cases: Sequence[CaseDict], pos: dict[str, float]) -> list[Trace]:
+    """Training's saved bytes per rank (bottom panel): the mean, a bar from min to max."""
+    data: list[Trace] = []
     for key, group in grouped(c for c in cases if c.get("savedBytes")).items():
         stats = [_saved_stats(c) for c in group]
         custom = [[hover_id(c), lo, hi, len(c["savedBytes"])]
@@ -83,11 +89,12 @@ def memory_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
                      "array": [hi - mid for _, mid, hi in stats],
                      "arrayminus": [mid - lo for lo, mid, _ in stats]},
         ))
-    # The saved-bytes panel only where a training case is in view: an inference-only view
-    # leaves it out and the title says why, rather than drawing an empty panel.
-    saved = any(c.get("savedBytes") for c in cases)
-    domains: list[list[float]] = ([[0.7, 0.95], [0.36, 0.61], [0.0, 0.27]] if saved
-                                  else [[0.55, 0.95], [0.0, 0.4]])
+    return data
+
+
+def _memory_annotations(cases: Sequence[CaseDict], domains: list[list[float]], saved: bool
+                        ) -> list[dict[str, Any]]:
+    """Each panel's title; a panel with nothing to draw says what is missing."""
     annotations = [
         panel_title("PyTorch peaks: allocated (filled), reserved (open)", 0.5, domains[0][1]),
         panel_title("Arena: slot (solid) + scratch (light), stacked", 0.5, domains[1][1]),
@@ -101,8 +108,22 @@ def memory_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     for fields, message, (low, high) in empty_panels:
         if not any(c.get(f) is not None for c in cases for f in fields):
             annotations.append(muted(panel_title(message, 0.5, (low + high) / 2)))
+    return annotations
+
+
+def memory_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
+    """6. Peak allocated/reserved GiB; arena slot + scratch; training saved bytes per rank."""
+    place = placement(cases)
+    data = [*_memory_traces(cases, place.x, place.width * 0.92),
+            *_saved_traces(cases, place.x)]
+    # The saved-bytes panel only where a training case is in view: an inference-only view
+    # leaves it out and the title says why, rather than drawing an empty panel.
+    saved = any(c.get("savedBytes") for c in cases)
+    domains: list[list[float]] = ([[0.7, 0.95], [0.36, 0.61], [0.0, 0.27]] if saved
+                                  else [[0.55, 0.95], [0.0, 0.4]])
     bottom = "x3" if saved else "x2"
-    frame = case_frame(cases, annotations=annotations, axis=bottom)
+    frame = case_frame(cases, annotations=_memory_annotations(cases, domains, saved),
+                       axis=bottom)
     axis = frame.pop("xaxis")
     # The panels share the case axis; only the bottom one labels it (a label under an
     # upper panel would run into the panel below).
@@ -206,6 +227,7 @@ def scaling_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     not one trace per configuration: plotly's drawing time grows with the trace count."""
     data: list[Trace] = []
     shown: set[str] = set()
+    numbers = point_numbers(cases)
     for axis, vary in (("", "F"), ("2", "ep")):
         lines: dict[tuple[str, str], list[list[CaseDict]]] = defaultdict(list)
         for series in matching_series(cases, vary):
@@ -215,24 +237,27 @@ def scaling_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
             x: list[Any] = []
             y: list[Any] = []
             custom: list[list[Any]] = []
+            points: list[CaseDict | None] = []
             for series in styled:
                 if x:
                     x.append(None)
                     y.append(None)
                     custom.append([None, None])
+                    points.append(None)
                 fixed = ", ".join(f"{f}={text(series[0][f])}" for f in _UNSTYLED if f != vary)
                 x.extend(c[vary] for c in series)
                 y.extend(c.get("usefulTFPerGPU") for c in series)
                 custom.extend([text(c["id"]), fixed] for c in series)
+                points.extend(series)
             flat = [c for series in styled for c in series]
-            data.append(scatter(
+            data.append(numbered(scatter(
                 flat, key, x, y, custom,
                 hover("useful %{y:,.1f} TFLOP/s per GPU", f"{vary}=%{{x}}",
                       "series: %{customdata[1]}"),
                 mode="lines+markers", line={"color": precision_colour(key[0]), "width": 1.5},
                 connectgaps=False, showlegend=name not in shown, xaxis="x" + axis,
                 yaxis="y" + axis,
-            ))
+            ), numbers_of(points, numbers)))
             shown.add(name)
     # A panel without a line keeps its axes and says why it is empty.
     annotations = []

@@ -7,7 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement, String, cast, func, literal, select, union_all
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app import case_fields, report_body
@@ -144,6 +144,26 @@ def facets(session: Session, report_id: int) -> dict[str, list[Any]]:
         ).scalars().all())
         for f in case_fields.FILTERABLE
     }
+
+
+def option_counts(session: Session, report_id: int, filters: CaseFilter
+                  ) -> dict[str, dict[Any, int]]:
+    """Per filterable field, how many of the report's cases each of its values would show
+    under the other filters (the field's own left out, so its values stay choosable): one
+    statement, each part filtered by ``_where`` as the view's cases are. A value no case
+    has under the others is absent."""
+    parts = []
+    for f in case_fields.FILTERABLE:
+        others = CaseFilter(**{g.wire: v for g, v in filters.active() if g.wire != f.wire})
+        parts.append(select(literal(f.wire).label("field"),
+                            cast(column(f), String).label("value"),
+                            func.count(CaseRow.id).label("cases"))
+                     .where(*_where(report_id, others)).group_by(column(f)))
+    kinds = {f.wire: f.kind for f in case_fields.FILTERABLE}
+    counts: dict[str, dict[Any, int]] = {f.wire: {} for f in case_fields.FILTERABLE}
+    for wire, value, cases in session.execute(union_all(*parts)).all():
+        counts[wire][None if value is None else kinds[wire](value)] = int(cases)
+    return counts
 
 
 def caveat_counts(

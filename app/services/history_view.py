@@ -1,5 +1,4 @@
-"""A case's history as the history page draws it, and the marks the report page puts on
-the cases that moved against their history."""
+"""A case's history as the history page draws it."""
 
 from __future__ import annotations
 
@@ -15,18 +14,16 @@ from app import figures
 from app.core.errors import NotFound
 from app.figures.style import Spec
 from app.repository import history as history_repo
-from app.services import explain
+from app.services import auth, explain
 from app.services.history import (
     METRICS,
-    ReportVerdicts,
     case_history,
     change_dict,
     history_path,
     mark_dict,
     point_dict,
-    report_regressions,
 )
-from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_BASELINE_POINTS
+from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, MIN_BASELINE_POINTS, Settings
 
 # Entries the page draws per case (half points, half buckets past it): a chart 1,000 px
 # wide shows no more, and the page draws in half the time of the API's default.
@@ -61,6 +58,7 @@ class HistoryView:
     overlay_links: list[tuple[str, str]]
     missing: list[str]  # overlay case ids this series does not hold
     href: str  # this page
+    settings: Settings  # what judged the points
 
 
     @property
@@ -93,7 +91,7 @@ def history_view(
                            max_points=PAGE_POINTS)
     points = [point_dict(p) for p in history.points]
     flagged = [p["reportId"] for p in points if p["status"] in ("regression", "improvement")]
-    why = explain.history_attributions(session, case_id, flagged, DEFAULT_WINDOW)
+    why = explain.history_attributions(session, case_id, flagged, history.settings.window)
     for point in points:
         attribution = why.get(point["reportId"])
         if attribution is not None and attribution.text():
@@ -113,13 +111,7 @@ def history_view(
         overlay[other] = [point_dict(p) for p in other_history.points]
     chosen = [case_id, *overlay]
     newest = date.fromisoformat(points[-1]["date"][:10]) if points else None
-    range_links = [
-        (label, history_href(chosen, gpu, history.series, metric,
-                             None if days is None or newest is None
-                             else newest - timedelta(days=days)),
-         (since is None) if days is None else (newest is not None and since is not None
-                                                and since == newest - timedelta(days=days)))
-        for label, days in RANGES.items()]
+    range_links = _range_links(chosen, gpu, history.series, metric, since, newest)
     if overlay:
         overlay_links = [("this case alone",
                           history_href([case_id], gpu, history.series, metric, since))]
@@ -141,7 +133,20 @@ def history_view(
         overlay_links=overlay_links,
         missing=missing,
         href=history_href(chosen, gpu, history.series, metric, since),
+        settings=history.settings,
     )
+
+
+def _range_links(chosen: list[str], gpu: str, series: str, metric: str, since: date | None,
+                 newest: date | None) -> list[tuple[str, str, bool]]:
+    """(label, href, chosen) of each range: the days before the newest report."""
+    return [
+        (label, history_href(chosen, gpu, series, metric,
+                             None if days is None or newest is None
+                             else newest - timedelta(days=days)),
+         (since is None) if days is None else (newest is not None and since is not None
+                                                and since == newest - timedelta(days=days)))
+        for label, days in RANGES.items()]
 
 
 def verdict_line(point: dict[str, Any]) -> str:
@@ -173,44 +178,6 @@ def history_rows(points: list[dict[str, Any]]) -> list[list[Any]]:
             for p in reversed(points)]
 
 
-@dataclass(frozen=True)
-class ReportMarks:
-    """The report's cases against their history: the flagged ones for the summary, and a
-    mark per case for the table (``historyChange``, ``historyStatus``, ``historyHref``)."""
-
-    verdicts: ReportVerdicts
-    marks: dict[str, dict[str, Any]]
-
-    @property
-    def judged(self) -> int:
-        return sum(1 for i in self.verdicts.items if i.verdict.status != "insufficient_history")
-
-
-def report_marks(session: Session, report_id: int) -> ReportMarks:
-    result = report_regressions(session, report_id)
-    marks = {}
-    for item in result.items:
-        mark: dict[str, Any] = {"historyStatus": item.verdict.status,
-                                "historyHref": history_path(item.case_id, result.gpu,
-                                                            result.series)}
-        if item.verdict.change_percent is not None:
-            mark["historyChange"] = round(item.verdict.change_percent, 2)
-        if item.verdict.flagged:
-            # What the moved-cases list shows, redrawn from the store when the filter changes.
-            mark.update(historyBaseline=item.verdict.baseline,
-                        historyBaselinePoints=item.verdict.baseline_points,
-                        historyNoise=item.verdict.noise_percent)
-        marks[item.case_id] = mark
-    return ReportMarks(result, marks)
-
-
-def hover_marks(marks: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """The charts' hover notes of the flagged cases, from the report page's store of marks."""
-    arrows = {"regression": "\u25b2", "improvement": "\u25bc"}
-    return {case_id: f"{arrows[m['historyStatus']]} {m['historyChange']:+.1f} % vs history"
-            for case_id, m in marks.items() if m["historyStatus"] in arrows}
-
-
 def _sibling_links(session: Session, case_id: str, gpu: str, series: str, metric: str,
                    since: date | None, newest_report: int | None) -> list[tuple[str, str]]:
     """Links overlaying the case's configuration at every precision (and pipeline), as the
@@ -228,3 +195,38 @@ def _sibling_links(session: Session, case_id: str, gpu: str, series: str, metric
             links.append((f"overlay {words} of this configuration ({len(others) + 1} cases)",
                           history_href([case_id, *others], gpu, series, metric, since)))
     return links
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    """The history screen's read model: the case's history and what the page says of it,
+    and who may mark its reports."""
+
+    view: HistoryView
+    admin: str | None  # the signed-in admin (the mark controls), None for anyone else
+    verdict: str  # the newest point's verdict in words ('' without a point)
+    judged: str  # how each report is judged, from the settings that judged
+    shape: str
+    shown: str  # how many points are drawn in full, how many in buckets
+    rows: tuple[list[Any], ...]  # the points' table, newest first
+
+
+def history_page(session: Session, case_ids: Sequence[str], gpu: str, series: str | None,
+                 metric: str = "layerMS", since: date | None = None,
+                 until: date | None = None, token: str | None = None) -> HistoryPage:
+    """NotFound for a case, GPU, series or metric without a history."""
+    view = history_view(session, case_ids, gpu, series, metric, since, until)
+    s = view.settings
+    judged = (f"Each report is judged against the median of up to {s.window} reports "
+              f"before it: flagged when it moved over {s.threshold_percent:g} % and "
+              "over the noise (the larger of the history's robust spread and the windows' "
+              "spread). A report an admin marked as a step starts a new baseline; one "
+              "marked as an outlier is left out of every baseline.")
+    shown = f"{len(view.points)} newest in full" + (
+        f", {view.total - len(view.points)} older in {len(view.buckets)} buckets"
+        if view.buckets else "")
+    return HistoryPage(
+        view=view, admin=auth.admin_name(session, token),
+        verdict=verdict_line(view.latest) if view.latest else "", judged=judged,
+        shape=", ".join(f"{k}={v}" for k, v in view.fields.items() if k != "gpu"),
+        shown=shown, rows=tuple(history_rows(view.points)))

@@ -22,6 +22,7 @@ from app.repository import cases as cases_repo
 from app.repository import reports as reports_repo
 from app.services import cases as case_service
 from app.services.case_table import table_row, table_rows
+from app.services.case_view import CaseView, case_view
 from app.services.chart_panels import ChartPanel, cap_banner, chart_cases, chart_panels
 
 
@@ -71,6 +72,7 @@ class ReportData:
     meta: Mapping[str, Any]
     cases: tuple[CaseDict, ...]
     rows: tuple[Mapping[str, Any], ...]  # the table row of each case, aligned with ``cases``
+    views: tuple[CaseView, ...]  # each case typed, aligned with ``cases``
     facets: Mapping[str, tuple[Any, ...]]
     index: Mapping[str, int]  # case id -> its position in ``cases``
 
@@ -119,7 +121,8 @@ def _read(session: Session, report_id: int) -> ReportData:
     cases = case_service.view_cases(session, report_id)
     return ReportData(
         header=_header(row), meta=frozen(row.meta), cases=frozen(cases),
-        rows=frozen(table_rows(cases)), facets=frozen(cases_repo.facets(session, report_id)),
+        rows=frozen(table_rows(cases)), views=tuple(case_view(c) for c in cases),
+        facets=frozen(cases_repo.facets(session, report_id)),
         index=MappingProxyType({c["id"]: i for i, c in enumerate(cases)}))
 
 
@@ -139,6 +142,7 @@ class ReportView:
     every_case: Sequence[CaseDict]  # the whole report, in view or not (the filters' counts)
     every_row: Sequence[Mapping[str, Any]]  # the whole report's table rows (the cache's)
     picked: Sequence[int]  # where the cases in view are in the report
+    views: list[CaseView]  # the cases in view, typed
 
     @cached_property
     def rows(self) -> list[dict[str, Any]]:
@@ -170,7 +174,7 @@ def report_view(reports: ReportCache, session: Session, report_id: int, filters:
                       charted=charted, caveats=caveats,
                       panels=chart_panels(report.meta, cases, caveats, charted),
                       facets=report.facets, every_case=report.cases, every_row=report.rows,
-                      picked=picked)
+                      picked=picked, views=[report.views[i] for i in picked])
 
 
 def view_rows(reports: ReportCache, session: Session, report_id: int, filters: CaseFilter

@@ -10,17 +10,17 @@ from dash import Input, Output, callback, clientside_callback, dcc, html
 
 from app.core.db import session_scope
 from app.core.errors import NotFound
-from app.dashboard import links
+from app.dashboard import links, report_cache
 from app.dashboard.components import GRAPH_CONFIG, line_breaks, parse_report_id, table
-from app.figures import compare_charts
 from app.services import compare_text, comparison, report_list
+from app.services.compare_page import compare_page
+from app.services.compare_text import CaseCells
 
 dash.register_page(__name__, path="/compare", title="moescope: compare", name="Compare",
                    order=3)  # type: ignore[no-untyped-call]
 
 
-def case_row(head: int, row: comparison.CaseComparison) -> html.Tr:
-    cells = compare_text.case_cells(row)
+def case_row(head: int, cells: CaseCells) -> html.Tr:
     return html.Tr([
         html.Td(dcc.Link(cells.case_id, href=links.case_href(head, cells.case_id)),
                 className="case-id"),
@@ -37,38 +37,34 @@ def comparison_view(base: int | None, head: int | None, why: str | None = None) 
                            if why else [])], className="muted", id="compare-no-pair")
     with session_scope() as session:
         try:
-            result = comparison.compare_reports(session, base, head)
+            page = compare_page(report_cache(), session, base, head)
         except NotFound as exc:
             return html.Div(exc.detail, className="muted")
-    chart = compare_charts.ratio_spec(comparison.ratio_points(result),
-                                      result.settings.threshold_percent, base, head)
     provenance: Any = (
-        table(compare_text.PROVENANCE_COLUMNS, compare_text.provenance_rows(result),
-              id="compare-provenance")
-        if result.provenance else html.P("No meta field differs.", className="muted",
-                                         id="compare-provenance"))
-    groups = compare_text.group_lines(result)
+        table(compare_text.PROVENANCE_COLUMNS, page.provenance, id="compare-provenance")
+        if page.provenance else html.P("No meta field differs.", className="muted",
+                                       id="compare-provenance"))
+    groups, result = page.groups, page.result
     return html.Div([
         *([html.P(result.headline, id="compare-headline", className="cap-banner")]
           if result.headline else []),
         html.H2("What differs in provenance"),
         provenance,
         html.H2("Verdict"),
-        html.P(compare_text.series_line(result), className="muted", id="compare-series"),
-        html.P(result.summary_text(), id="compare-summary"),
+        html.P(page.series_line, className="muted", id="compare-series"),
+        html.P(page.summary, id="compare-summary"),
         html.Ul([html.Li(g) for g in groups], id="compare-groups") if groups else
         html.P("No case moved past its threshold and noise.", className="muted",
                id="compare-groups"),
         html.Div(html.A("Export HTML", href=links.compare_export_href(base, head),
                         id="compare-export-link"), className="links"),
-        dcc.Graph(id="compare-ratio", figure=chart, config=GRAPH_CONFIG),
+        dcc.Graph(id="compare-ratio", figure=page.chart, config=GRAPH_CONFIG),
         html.H2("Geometric-mean change per mode, precision and pipeline"),
-        table(compare_text.GEOMEAN_COLUMNS, compare_text.geomean_rows(result),
-              id="compare-geomeans"),
+        table(compare_text.GEOMEAN_COLUMNS, page.geomeans, id="compare-geomeans"),
         html.H2("Matched cases (regressions first)"),
         html.Div(html.Table([
             html.Thead(html.Tr([html.Th(h) for h in compare_text.CASE_COLUMNS])),
-            html.Tbody([case_row(head, row) for row in result.rows]),
+            html.Tbody([case_row(head, cells) for cells in page.cases]),
         ], className="grid-table compare-table", id="compare-table"), className="table-scroll"),
         html.H3(f"Only in base #{base} ({len(result.only_base)})"),
         table(["case"], [[c] for c in result.only_base], id="compare-only-base"),

@@ -19,9 +19,8 @@ from app.core.errors import Forbidden, NotFound, Unauthorized
 from app.dashboard import links
 from app.dashboard.components import GRAPH_CONFIG, not_found, table
 from app.dashboard.signed_in import signed_in_token
-from app.services import auth, history_view, marks
+from app.services import history_view, marks
 from app.services.marks import MarkKind
-from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW
 
 dash.register_page(__name__, path="/history", title="moescope: history", name="History",
                    order=3)  # type: ignore[no-untyped-call]
@@ -97,17 +96,12 @@ def _mark_form(view: history_view.HistoryView, admin: str | None,
 def _body(args: dict[str, Any], token: str | None, message: str | None = None) -> list[Any]:
     with session_scope() as session:
         try:
-            view = history_view.history_view(
+            page = history_view.history_page(
                 session, args["caseIds"], args["gpu"], args["series"], args["metric"],
-                _date("since", args["since"]), _date("until", args["until"]))
+                _date("since", args["since"]), _date("until", args["until"]), token)
         except NotFound as exc:
             return [not_found(exc.detail)]
-        admin = auth.admin_name(session, token)
-    latest = view.latest
-    shape = ", ".join(f"{k}={v}" for k, v in view.fields.items() if k != "gpu")
-    shown = f"{len(view.points)} newest in full" + (
-        f", {view.total - len(view.points)} older in {len(view.buckets)} buckets"
-        if view.buckets else "")
+    view, admin, latest = page.view, page.admin, page.view.latest
     return [
         html.Div([dcc.Link(f"← case in report #{latest['reportId']}",
                            href=links.case_href(latest["reportId"], view.case_id))]
@@ -115,22 +109,16 @@ def _body(args: dict[str, Any], token: str | None, message: str | None = None) -
         html.Div([
             html.H1(view.case_id, id="history-case-id"),
             html.Div([html.Span(["GPU ", html.B(view.gpu)]),
-                      html.Span(["shape ", html.B(shape)]),
+                      html.Span(["shape ", html.B(page.shape)]),
                       html.Span(["reports ", html.B(str(view.total))]),
-                      html.Span(shown)],
+                      html.Span(page.shown)],
                      className="facts"),
         ], className="report-header"),
-        html.Div(history_view.verdict_line(latest) if latest else "",
-                 id="history-verdict",
+        html.Div(page.verdict, id="history-verdict",
                  className=f"verdict verdict-{latest['status'] if latest else 'none'}"),
         *([html.Div(f"why: {latest['why']}", id="history-why")]
           if latest and latest.get("why") else []),
-        html.P(f"Each report is judged against the median of up to {DEFAULT_WINDOW} reports "
-               f"before it: flagged when it moved over {DEFAULT_THRESHOLD_PERCENT:g} % and "
-               "over the noise (the larger of the "
-               "history's robust spread and the windows' spread). A report an admin marked "
-               "as a step starts a new baseline; one marked as an outlier is left out of "
-               "every baseline.", className="muted"),
+        html.P(page.judged, className="muted"),
         _choices("metric", view.metric_links),
         _choices("range", view.range_links),
         *([html.Div([dcc.Link(text, href=href) for text, href in view.overlay_links],
@@ -142,7 +130,7 @@ def _body(args: dict[str, Any], token: str | None, message: str | None = None) -
         *([mark_list] if (mark_list := _marks(view, admin)) else []),
         _mark_form(view, admin, message),
         html.H2("Points, newest first"),
-        table(POINT_COLUMNS, history_view.history_rows(view.points), id="history-points"),
+        table(POINT_COLUMNS, page.rows, id="history-points"),
         *([html.Div(["Other shapes on this GPU: ",
                      *[dcc.Link(label, href=href) for label, href in view.other_series]],
                     className="links", id="history-other-series")]

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import dash
-import dash_ag_grid as dag
 from dash import (
     ClientsideFunction,
     Input,
@@ -20,204 +19,55 @@ from dash import (
 )
 
 from app import figures
-from app.case_fields import FILTERABLE, TABLED, CaseField, CaseFilter
+from app.case_fields import FILTERABLE
 from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.dashboard import (
     caveat_list,
     cross_links,
-    filter_options,
     filters,
     links,
     matrix_table,
     moved_cases,
-    provenance,
     report_cache,
     shown,
     summary_table,
 )
+from app.dashboard.case_grid import TABLE_HEIGHT, case_grid
+from app.dashboard.chart_rows import absent_lines, chart_notes, chart_rows, drawn_text
 from app.dashboard.components import (
-    GRAPH_CONFIG,
     caveat_badges,
     not_found,
     note_block,
     parse_report_id,
     style_legend,
-    table,
 )
-from app.services import case_table, chart_panels, comparison, history_view, platforms, report_view
-from app.services.explain import attributions
-from app.services.matrix import build_matrix, report_matrix
-from ingest.derived import report_notes
+from app.dashboard.report_header import filter_controls, header, provenance_line
+from app.services import case_table, report_view
+from app.services.against_history import ReportMarks
+from app.services.matrix import report_matrix
+from app.services.report_page import ReportChoices, ReportPage, report_page
 
 dash.register_page(__name__, path_template="/reports/<report_id>",
                    title="moescope: report", name="Report", order=2)  # type: ignore[no-untyped-call]
 
-def header(h: report_view.ReportHeader, export_href: str) -> html.Div:
-    shape = ", ".join(f"{k}={v}" for k, v in h.shape.items()
-                      if k in ("T", "D", "E", "K", "defaultF"))
-    return html.Div([
-        html.H1(h.gpu, id="report-gpu"),
-        html.Div([
-            html.Span(["date ", html.B(h.date)]), html.Span(["shape ", html.B(shape)]),
-            html.Span(["cases ", html.B(str(h.case_count))]),
-            *([html.Span(["run ", html.B(h.run_id)], id="report-run-id")] if h.run_id else []),
-            html.Span(["source ", html.B(h.source)], id="report-source"),
-        ], className="facts"),
-        html.Details([html.Summary("Theoretical peaks"),
-                      table(["peak", "value"], h.peaks, id="report-peaks")], open=True),
-        html.Div([html.A("report.json", href=links.report_json_href(h.id),
-                         id="report-json-link"),
-                  html.A("cases as JSON (API)", href=f"/api/v1/reports/{h.id}/cases"),
-                  # The filters in view go along; the file is a download, not a page.
-                  html.A("Export HTML", href=export_href, id="report-export-link")],
-                 className="links"),
-    ], className="report-header")
-
-
-def filter_controls(options: dict[str, list[dict[str, Any]]], chosen: CaseFilter) -> html.Div:
-    """A dropdown per filterable field; each option with its count under the other
-    filters, disabled at 0 (filter_options)."""
-    controls = []
-    for name in (f.wire for f in FILTERABLE):
-        controls.append(html.Label([
-            html.Span(name),
-            dcc.Dropdown(
-                id=f"report-filter-{name}", options=options.get(name, []),
-                value=[str(v) for v in getattr(chosen, name)], multi=True,
-                placeholder="all",
-            ),
-        ], className="filter"))
-    return html.Div(controls, className="filters", id="report-filters")
-
-
-def drawn_text(panel: chart_panels.ChartPanel) -> str:
-    return (f"{panel.case_count} case(s) in view" if panel.charted == panel.case_count
-            else f"{panel.charted} of {panel.case_count} cases in view charted")
-
-
-def chart_notes(panel: chart_panels.ChartPanel) -> list[Any]:
-    return ([note_block(n) for n in panel.notes]
-            or [html.Div("no report note qualifies this chart", className="muted")])
-
-
-def chart_aside(key: str, parts: dict[str, Any]) -> list[Any]:
-    """The chart's cases drawn, its notes and its caveats: three parts that a filter
-    changes apart (the notes seldom), each sent only when it changes (``shown``)."""
-    return [
-        html.Div(parts[f"report-aside-{key}-drawn.children"], id=f"report-aside-{key}-drawn",
-                 className="muted"),
-        html.H4("Qualifying notes"),
-        html.Div(parts[f"report-aside-{key}-notes.children"], id=f"report-aside-{key}-notes"),
-        html.H4("Caveats in view"),
-        html.Div(parts[f"report-aside-{key}-caveats.children"],
-                 id=f"report-aside-{key}-caveats"),
-    ]
-
-
-def chart_rows(panels: list[chart_panels.ChartPanel], parts: dict[str, Any]) -> list[Any]:
-    """Every chart (a chart with nothing to show hidden, so a filter can bring it back),
-    then one line per chart left out and why."""
-    return [*(html.Section([
-        html.Div(dcc.Graph(id=f"report-graph-{p.key}",
-                           figure=parts[f"report-figure-{p.key}.data"], config=GRAPH_CONFIG),
-                 className="chart"),
-        html.Aside(chart_aside(p.key, parts), id=f"report-aside-{p.key}",
-                   className="chart-aside"),
-    ], className="chart-row", id=f"report-chart-{p.key}",
-        hidden=parts[f"report-chart-{p.key}.hidden"])
-        for p in panels),
-        html.Div(parts["report-absent-charts.children"], id="report-absent-charts",
-                 className="muted")]
-
-
-def absent_lines(panels: list[chart_panels.ChartPanel]) -> list[html.P]:
-    return [html.P(f"{p.title} not drawn: {p.absent}.") for p in panels if p.absent]
-
-
-# What an engineer reads first, left to right, visible at 1440 px without scrolling: the
-# configuration, the variant, the time, the throughput, how far from peak, what bounds it.
-FIRST_COLUMNS = ("id", "mode", "ep", "precision", "pipeline", "category", "F", "imbalance",
-                 "layerMS", "usefulTFPerGPU", "percentOfPeak", "limiter")
-_NARROW = {"ep": 64, "F": 72, "imbalance": 84, "mode": 92, "pipeline": 92, "precision": 90,
-           "category": 118, "limiter": 88, "layerMS": 88, "percentOfPeak": 92}
-
-
-def _column_def(field: CaseField) -> dict[str, Any]:
-    cell: dict[str, Any] = {}
-    if field.wire == "id":
-        # Wrapped, not cut: ids differ at their end (F3072-i1, -i4).
-        cell = {"cellRenderer": "CaseLink", "pinned": "left", "width": 290, "minWidth": 200,
-                "wrapText": True, "autoHeight": True,
-                "cellStyle": {"wordBreak": "break-all", "lineHeight": "18px",
-                              "paddingTop": "4px", "paddingBottom": "4px"}}
-    elif field.kind in (int, float):
-        cell = {"filter": "agNumberColumnFilter",
-                "valueFormatter": {"function": "caseNumber(params.value)"}}  # see static/
-    if field.wire in _NARROW:
-        cell.update(width=_NARROW[field.wire], minWidth=60)
-    return {"field": field.wire, "headerName": field.label, **cell}
-
-
-def _ordered(fields: tuple[CaseField, ...]) -> list[CaseField]:
-    first = [f for name in FIRST_COLUMNS for f in fields if f.wire == name]
-    return first + [f for f in fields if f.wire not in FIRST_COLUMNS]
-
-
-COLUMN_DEFS: list[dict[str, Any]] = [
-    *(_column_def(f) for f in _ordered(TABLED)),
-    {"field": "caveats", "headerName": "caveats", "cellRenderer": "CaveatBadges", "minWidth": 240},
-]
-FIRST_SHOWN = len(FIRST_COLUMNS)  # the history column goes after them
-
-
-TABLE_HEIGHT = "560px"
-
-
-def case_grid(rows: list[dict[str, Any]]) -> dag.AgGrid:
-    """The view's ``rows`` (``mount_table``); a filter's come later (``table_rows``)."""
-    return dag.AgGrid(
-        id="report-grid", rowData=rows,
-        columnDefs=[*COLUMN_DEFS[:FIRST_SHOWN], moved_cases.TREND_COLUMN,
-                    *COLUMN_DEFS[FIRST_SHOWN:]],
-        defaultColDef={"sortable": True, "filter": True, "resizable": True, "minWidth": 90,
-                       "wrapHeaderText": True, "autoHeaderHeight": True},
-        dashGridOptions={"pagination": True, "paginationPageSize": 50,
-                         "animateRows": False},
-        # Rows known by their case id: a filter change updates the rows that stay in view
-        # instead of building every row (and measuring its wrapped id) anew.
-        getRowId="params.data.id",
-        style={"height": TABLE_HEIGHT}, className="ag-theme-alpine",
-    )
-
-
 def layout(report_id: str | None = None, **query: Any) -> html.Div:
     rid = parse_report_id(report_id)
+    choices = ReportChoices(matrix_metric=query.get("matrixMetric"), url_query=query)
     with session_scope() as session:
         try:
             if rid is None:
                 raise NotFound(f"report {report_id} does not exist")
-            marks = history_view.report_marks(session, rid)
-            moved_cases.add_why(marks.marks, attributions(session, marks.verdicts))
-            data = report_cache().report(session, rid)
-            problems = filter_options.url_problems(query, data.facets)
-            chosen = filter_options.known_filters(filters.filters_from_query(query),
-                                                  data.facets)
-            view = report_view.report_view(report_cache(), session, rid, chosen,
-                                           history_view.hover_marks(marks.marks))
-            previous = comparison.previous_report(session, rid)
-            others = platforms.other_gpus(session, rid)
+            page = report_page(report_cache(), session, rid,
+                               filters.filters_from_query(query), choices)
         except NotFound as exc:
             return not_found(exc.detail)
-    hint = filter_options.empty_hint(data.cases, chosen)
-    choices = filter_options.all_options(data.facets, data.cases, chosen)
-    metric, metric_problem = matrix_table.metric_from_query(query.get("matrixMetric"))
-    problems += [metric_problem] if metric_problem else []
-    parts = view_parts(rid, view, marks.marks, metric, hint, choices)
-    parts["report-url-problems.hidden"] = not problems
+    parts = view_parts(page)
+    parts["report-url-problems.hidden"] = not page.problems
+    view = page.view
     return html.Div([
         dcc.Store(id="report-id", data=rid),
-        dcc.Store(id="report-history-marks", data=marks.marks),
+        dcc.Store(id="report-history-marks", data=page.marks.store()),
         dcc.Store(id="report-search", data=parts["report-search.data"]),
         dcc.Store(id="report-search-applied"),
         dcc.Store(id="report-shown", data=shown.digests([parts[n] for n in DIGESTED])),
@@ -225,28 +75,27 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         # static/lazy_parts.js draws each when its chart is in or near the window.
         dcc.Store(id="report-figures"),
         header(view.header, parts["report-export-link.href"]),
-        provenance.provenance_line(view.meta, rid, previous),
-        cross_links.compare_with(rid, others),
-        html.Div([html.P(p) for p in problems], id="report-url-problems",
-                 className="url-problems", hidden=not problems),
-        filter_controls(choices, chosen),
+        provenance_line(page.host, rid, page.previous),
+        cross_links.compare_with(rid, list(page.other_gpus)),
+        html.Div([html.P(p) for p in page.problems], id="report-url-problems",
+                 className="url-problems", hidden=not page.problems),
+        filter_controls(page.options, view.filters),
         html.Div(parts["report-count.children"], id="report-count", className="count"),
         html.Div(parts["report-empty.children"], id="report-empty", className="empty-hint",
                  hidden=parts["report-empty.hidden"]),
         html.Div(parts["report-cap-banner.children"], id="report-cap-banner",
                  className="cap-banner", hidden=parts["report-cap-banner.hidden"]),
-        matrix_table.matrix_section(parts["report-matrix.children"], metric),
+        matrix_table.matrix_section(parts["report-matrix.children"], page.metric),
         html.Details([html.Summary("Summary per mode x precision x pipeline"),
                       html.Div(parts["report-summary.children"], id="report-summary")],
                      open=True, className="summary-section"),
-        moved_cases.moved_cases_section(marks, view.cases),
+        moved_cases.moved_cases_section(page.history),
         html.Div(parts["report-legend.children"], id="report-legend",
                  className="style-legend"),
         # An empty view draws no empty axes: the hint above says what to relax.
         html.Div(chart_rows(view.panels, parts), id="report-charts",
                  hidden=parts["report-charts.hidden"]),
-        html.Section([html.H2("Report notes"),
-                      *[note_block(n) for n in report_notes(view.meta)]],
+        html.Section([html.H2("Report notes"), *[note_block(n) for n in page.notes]],
                      id="report-notes", className="notes-panel"),
         html.Section([html.H2("Caveats of the cases in view"),
                       html.Div(parts["report-caveat-list.children"], id="report-caveat-list")],
@@ -267,11 +116,10 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
 NOT_DRAWN: dict[str, Any] = {"data": [], "layout": {"showlegend": False}}  # as every chart here
 
 
-def view_parts(report_id: int, view: report_view.ReportView, marks: dict[str, Any],
-               metric: str, hint: str, choices: dict[str, list[dict[str, Any]]]
-               ) -> dict[str, Any]:
+def view_parts(page: ReportPage) -> dict[str, Any]:
     """Every part of the page that the filters change, by output (``id.property``): what
     the page is drawn with, and what the filter callback sends."""
+    view, report_id = page.view, page.report_id
     parts: dict[str, Any] = {}
     for p in view.panels:
         parts.update({
@@ -282,22 +130,21 @@ def view_parts(report_id: int, view: report_view.ReportView, marks: dict[str, An
             f"report-chart-{p.key}.hidden": bool(p.absent),
         })
     parts.update({
-        "report-matrix.children": matrix_table.matrix_table(
-            report_id, build_matrix(view.cases, metric)),
+        "report-matrix.children": matrix_table.matrix_table(report_id, page.matrix),
         "report-count.children": view.count_text,
         "report-cap-banner.children": view.banner, "report-cap-banner.hidden": not view.banner,
         "report-search.data": filters.search_from_filters(view.filters),
         "report-legend.children": style_legend(view.charted),
-        "report-export-link.href": links.report_export_href(report_id, view.filters, metric),
-        "report-moved-list.children": moved_cases.moved_list(marks, view.cases),
-        "report-empty.children": hint, "report-empty.hidden": not hint,
-        "report-charts.hidden": bool(hint),
-        "report-summary.children": summary_table.summary_table(view.cases),
+        "report-export-link.href": links.report_export_href(report_id, view.filters, page.metric),
+        "report-moved-list.children": moved_cases.moved_list(page.history),
+        "report-empty.children": page.hint, "report-empty.hidden": not page.hint,
+        "report-charts.hidden": bool(page.hint),
+        "report-summary.children": summary_table.summary_table(page.summary),
         "report-caveat-list.children": caveat_list.caveat_list(report_id, view.cases),
         "report-absent-charts.children": absent_lines(view.panels),
         # A filter chosen in the page replaces the URL's: its problems no longer apply.
         "report-url-problems.hidden": True,
-        **{f"report-filter-{f.wire}.options": choices[f.wire] for f in FILTERABLE},
+        **{f"report-filter-{f.wire}.options": page.options[f.wire] for f in FILTERABLE},
     })
     return parts
 
@@ -341,13 +188,11 @@ def refilter(*args: Any) -> list[Any]:
     """Redraw every chart, the matrix and the table for the chosen filters: the parts that
     differ from what the page shows (``shown``: their digests), and the new digests."""
     *values, report_id, marks, metric, drawn = args
-    chosen = filters.filters_from_controls(values)
     with session_scope() as session:
-        view = report_view.report_view(report_cache(), session, report_id, chosen,
-                                       history_view.hover_marks(marks or {}))
-    hint = filter_options.empty_hint(view.every_case, chosen)
-    choices = filter_options.all_options(view.facets, view.every_case, chosen)
-    parts = view_parts(report_id, view, marks or {}, metric, hint, choices)
+        page = report_page(report_cache(), session, report_id,
+                           filters.filters_from_controls(values),
+                           ReportChoices(matrix_metric=metric), ReportMarks.from_store(marks))
+    parts = view_parts(page)
     changed, digests = shown.changed_only([parts[n] for n in DIGESTED], drawn)
     sent = dict(zip(DIGESTED, changed, strict=True)) | {n: parts[n] for n in ALWAYS_SENT}
     figures_sent = {c.key: sent[f"report-figure-{c.key}.data"] for c in figures.CHARTS
@@ -409,13 +254,15 @@ clientside_callback(
 FILTER_STATES = [State(f"report-filter-{f.wire}", "value") for f in FILTERABLE]
 
 
-def _marked_rows(report_id: int, values: list[Any], marks: dict[str, Any] | None
+def _marked_rows(report_id: int, values: list[Any], stored: dict[str, Any] | None
                  ) -> list[dict[str, Any]]:
     """The rows of the view, each with its case's mark against its history (moved_cases)."""
     with session_scope() as session:
         rows = report_view.view_rows(report_cache(), session, int(report_id),
                                      filters.filters_from_controls(values))
-    return [{**row, **(marks or {}).get(row["id"], {})} for row in rows]
+    marks = ReportMarks.from_store(stored).marks
+    return [{**row, **(marks[row["id"]].row() if row["id"] in marks else {})}
+            for row in rows]
 
 
 @callback(Output("report-table", "children"), Input("report-table-wanted", "data"),

@@ -9,8 +9,8 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.case_fields import CaseDict
 from app.figures.configuration import rank
+from app.services.case_view import CaseView
 from ingest.derived import LIMITERS
 from ingest.ties import Scored, best_of
 
@@ -35,17 +35,17 @@ class SummaryRow:
         return ", ".join(f"{name} {n}" for name, n in self.limiters.items() if n) or "n/a"
 
 
-def summary_rows(cases: Sequence[CaseDict]) -> list[SummaryRow]:
-    groups: dict[tuple[str, str, str], list[CaseDict]] = defaultdict(list)
+def summary_rows(cases: Sequence[CaseView]) -> list[SummaryRow]:
+    groups: dict[tuple[str, str, str], list[CaseView]] = defaultdict(list)
     for case in cases:
-        groups[(str(case["mode"]), str(case["precision"]), str(case["pipeline"]))].append(case)
+        groups[(case.mode, case.precision, case.pipeline)].append(case)
     rows = []
     for (mode, precision, pipeline), group in sorted(groups.items(), key=_order):
-        percents = [c["percentOfPeak"] for c in group if c.get("percentOfPeak") is not None]
-        times = [c["layerMS"] for c in group if c.get("layerMS") is not None]
-        found = Counter(c.get("limiter") for c in group)
-        best_percent = _best(group, "percentOfPeak")
-        best_tf = _best(group, "usefulTFPerGPU")
+        percents = [c.percentOfPeak for c in group if c.percentOfPeak is not None]
+        times = [c.layerMS for c in group if c.layerMS is not None]
+        found = Counter(c.limiter for c in group)
+        best_percent = _best(group, [c.percentOfPeak for c in group])
+        best_tf = _best(group, [c.usefulTFPerGPU for c in group])
         rows.append(SummaryRow(
             mode=mode, precision=precision, pipeline=pipeline, cases=len(group),
             best_percent_of_peak=best_percent[0],
@@ -58,14 +58,14 @@ def summary_rows(cases: Sequence[CaseDict]) -> list[SummaryRow]:
     return rows
 
 
-def _best(group: Sequence[CaseDict], key: str) -> tuple[float | None, bool]:
-    """The group's best value of ``key`` (ingest.ties: no data error) and whether another
-    case ties with it within noise."""
-    cases = [c for c in group if c.get(key) is not None]
-    best = best_of([Scored(float(c[key]), c.get("windowSpreadPercent"),
-                           frozenset(v["code"] for v in c.get("caveats", [])))
-                    for c in cases], "higher")
-    return (None, False) if best is None else (float(cases[best.index][key]), best.tied)
+def _best(group: Sequence[CaseView], values: Sequence[float | None]
+          ) -> tuple[float | None, bool]:
+    """The group's best of ``values`` (one per case; ingest.ties: no data error) and
+    whether another case ties with it within noise."""
+    scored = [(v, c) for v, c in zip(values, group, strict=True) if v is not None]
+    best = best_of([Scored(float(v), c.windowSpreadPercent, c.caveats) for v, c in scored],
+                   "higher")
+    return (None, False) if best is None else (float(scored[best.index][0]), best.tied)
 
 
 def best_text(value: float | None, tied: bool, digits: int = 1) -> str:
@@ -75,6 +75,6 @@ def best_text(value: float | None, tied: bool, digits: int = 1) -> str:
     return f"{value:,.{digits}f}" + (" (tied within noise)" if tied else "")
 
 
-def _order(item: tuple[tuple[str, str, str], list[CaseDict]]) -> tuple[object, ...]:
+def _order(item: tuple[tuple[str, str, str], list[CaseView]]) -> tuple[object, ...]:
     mode, precision, pipeline = item[0]
     return rank("mode", mode), rank("precision", precision), rank("pipeline", pipeline)
