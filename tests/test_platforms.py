@@ -235,6 +235,10 @@ def test_the_cli_prints_markdown_and_csv(
     assert [(r["report_id"], r["precision"], r["pipeline"]) for r in missing] == [
         (second, gone["precision"], gone["pipeline"])]
     assert main(["platforms", first, second, "--baseline", "999999", *db]) == 2
+    # No ids: the newest report of each GPU, newest first (the H200 was ingested last).
+    assert main(["platforms", *db]) == 0
+    assert capsys.readouterr().out.startswith(
+        f"# H200 vs GB300 NVL72: matched by configuration: {n - 1} of {n}")
 
 
 def test_tf_per_watt_where_gpu_state_has_power() -> None:
