@@ -22,6 +22,7 @@ from app.services.against_history import (
     report_marks,
 )
 from app.services.comparison import previous_report
+from app.services.filter_choices import FilterOption
 from app.services.host_facts import host_facts
 from app.services.matrix import Matrix, build_matrix
 from app.services.report_view import ReportCache, ReportView, report_view
@@ -45,7 +46,7 @@ class ReportPage:
     history: AgainstHistory
     host: tuple[tuple[str, str], ...]  # meta.host as (label, value)
     previous: int | None  # the report before it in its series
-    options: Mapping[str, list[dict[str, Any]]]  # each filter's options with their counts
+    options: Mapping[str, list[FilterOption]]  # each filter's options with their counts
     hint: str  # '' unless no case passes the filters: then which filter to relax
     problems: tuple[str, ...]  # values of the URL that filter nothing, named
     matrix: Matrix  # for the chosen metric
