@@ -100,7 +100,7 @@ def report_page(reports: ReportCache, session: Session, report_id: int,
     view = report_view(reports, session, report_id, chosen, marks.hover())
     counts = cases_repo.option_counts(session, report_id, chosen)
     return ReportPage(
-        view=view, marks=marks, history=against_history(marks, view.cases),
+        view=view, marks=marks, history=against_history(marks, view.cases, view.views),
         host=host_facts(view.meta), previous=previous_report(session, report_id),
         options=filter_choices.all_options(data.facets, counts, chosen),
         hint=filter_choices.empty_hint(counts, chosen) if data.cases else "",
