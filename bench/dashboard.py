@@ -288,7 +288,11 @@ def static_page(database_url: str, report_id: int, path: Path) -> Path:
 
     with session_scope(database_url) as session:
         panels = report_view(ReportCache(), session, report_id, CaseFilter()).panels
-    specs = [NOT_DRAWN if p.absent else p.figure for p in panels]
+    return write_static_page([NOT_DRAWN if p.absent else p.figure for p in panels], path)
+
+
+def write_static_page(specs: list[Any], path: Path) -> Path:
+    """The figures drawn by the page's plotly.js bundle alone, one after the other."""
     bundle = (REPO / "static" / "vendor" / "plotly-cartesian.min.js").read_text("utf-8")
     divs = "".join(f'<div id="g{i}" style="height:{f["layout"].get("height", 420)}px">'
                    "</div>" for i, f in enumerate(specs))

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TypeAlias
 
 from app.case_fields import FILTERABLE
 from app.core.scopes import SCOPES
 from app.matrix_metrics import DEFAULT_METRIC, METRICS
 from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW, MIN_BASELINE_POINTS
+
+# The type of add_subparsers()'s result: argparse names it only privately.
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,7 +27,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="moescope", description="Results database, dashboard and runner for GPU "
                                      "Mixture-of-Experts expert-parallel benchmarks.")
     sub = parser.add_subparsers(dest="command", required=True)
+    for command in (_serve, _db, _token, _ingest, _export, _platforms, _regressions, _model,
+                    _run, _runner):
+        command(sub)
+    return parser
 
+
+def _serve(sub: Subparsers) -> None:
     serve = sub.add_parser("serve", help="migrate the database and serve the API")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -34,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     _database_option(serve)
     serve.set_defaults(server_handler="cli.serve")
 
+
+def _db(sub: Subparsers) -> None:
     db = sub.add_parser("db", help="database migrations")
     db_sub = db.add_subparsers(dest="db_command", required=True)
     up = db_sub.add_parser("upgrade", help="migrate to a revision (default: head)")
@@ -45,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         _database_option(p)
     db.set_defaults(server_handler="cli.migrations")
 
+
+def _token(sub: Subparsers) -> None:
     token = sub.add_parser("token", help="API tokens")
     token_sub = token.add_subparsers(dest="token_command", required=True)
     create = token_sub.add_parser("create", help="create a token and print it once")
@@ -58,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
         _database_option(p)
     token.set_defaults(server_handler="cli.tokens")
 
+
+def _ingest(sub: Subparsers) -> None:
     ingest = sub.add_parser("ingest", help="load report files (into the database or a server)")
     ingest.add_argument("files", nargs="+", metavar="FILE", type=Path)
     ingest.add_argument("--url", help="post to this moescope server instead of the database")
@@ -68,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     _database_option(ingest)
     ingest.set_defaults(handler="cli.ingest", server_handler="cli.ingest_database")
 
+
+def _export(sub: Subparsers) -> None:
     export = sub.add_parser("export", help="one report (or two compared) as an offline HTML file")
     export.add_argument("report", nargs="?", metavar="REPORT_ID|latest",
                         help="the report to export (not with --compare)")
@@ -87,14 +105,19 @@ def build_parser() -> argparse.ArgumentParser:
     _database_option(export)
     export.set_defaults(handler="cli.export", server_handler="cli.export_database")
 
+
+def _platforms(sub: Subparsers) -> None:
     platforms = sub.add_parser(
         "platforms", help="reports of different GPUs side by side, matched by configuration")
-    platforms.add_argument("report_ids", type=int, nargs="+", metavar="REPORT-ID")
+    platforms.add_argument("report_ids", type=int, nargs="*", metavar="REPORT-ID",
+                           help="default: the newest report of each GPU")
     platforms.add_argument("--baseline", type=int, help="one of the reports (default: first)")
     platforms.add_argument("--format", choices=("markdown", "csv"), default="markdown")
     _database_option(platforms)
     platforms.set_defaults(server_handler="cli.platforms")
 
+
+def _regressions(sub: Subparsers) -> None:
     regressions = sub.add_parser(
         "regressions", help="cases of a report that moved against their history; exit 1 "
                             "when any regressed")
@@ -121,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     regressions.set_defaults(handler="cli.regressions",
                              server_handler="cli.regressions_database")
 
+
+def _model(sub: Subparsers) -> None:
     model = sub.add_parser("model", help="the analytical model per case (no torch needed)")
     source = model.add_mutually_exclusive_group(required=True)
     source.add_argument("--matrix", type=Path, metavar="FILE", help="a matrix TOML file")
@@ -130,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--json", action="store_true", help="one JSON object per case")
     model.set_defaults(handler="cli.runner")
 
+
+def _run(sub: Subparsers) -> None:
     run = sub.add_parser("run", help="run a matrix of MoE cases (needs moescope[runner])")
     run.add_argument("--matrix", type=Path, metavar="FILE", required=True)
     run.add_argument("--nproc", type=int, default=None,
@@ -139,13 +166,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, metavar="FILE", help="also write the report here")
     run.set_defaults(handler="cli.runner")
 
+
+def _runner(sub: Subparsers) -> None:
     runner = sub.add_parser("runner", help="runner maintenance")
     runner_sub = runner.add_subparsers(dest="runner_command", required=True)
     flush = runner_sub.add_parser("flush", help="resend what the spool holds")
     _delivery_options(flush)
     runner.set_defaults(handler="cli.runner")
-
-    return parser
 
 
 def _database_option(parser: argparse.ArgumentParser) -> None:

@@ -206,6 +206,23 @@ class Case(WireModel):
     phaseNote: Annotated[str, Field(max_length=2000)] | None = None
     phaseGraphs: bool | None = None  # every phase replayed its own CUDA graph
     phaseGraphNote: Annotated[str, Field(max_length=2000)] | None = None
+    # Per rank: bytes sent to the other ranks (the combine sends back what it received);
+    # the rank with the largest remote max(TX, RX), whose bytes dispatchGBps/combineGBps
+    # count.
+    dispatchSentRemoteBytes: list[Bytes] | None = None
+    combineSentRemoteBytes: list[Bytes] | None = None
+    dispatchBusiestRank: Count | None = None
+    combineBusiestRank: Count | None = None
+    # The phases timed inside the layer's own step (the first view; phaseMS times each
+    # alone): gap = the layer's forward - their sum, negative where they overlap.
+    inLayerPhaseMS: PhaseMS | None = None
+    inLayerPhaseSumMS: NonNegativeFloat | None = None
+    inLayerPhaseGapMS: float | None = None
+    inLayerPhaseNote: Annotated[str, Field(max_length=2000)] | None = None
+    # The exchange: static splits, or counts exchanged on the device first (dynamic);
+    # dedup: one row per (token, destination rank).
+    dispatchMode: Literal["static", "dynamic"] | None = None
+    dispatchDedup: bool | None = None
     gpuState: GpuState | None = None
     gpuStateReason: Annotated[str, Field(max_length=1000)] | None = None  # why gpuState is null
     # What ended the case other than an OOM (phase, exception type, message per rank).

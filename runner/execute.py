@@ -6,28 +6,29 @@ Every rank of the case's group runs this in lockstep; the values that need all r
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
 import torch
 
+from runner.case_phases import Phases
 from runner.compiles import COMPILES
-from runner.gpustate import Sampler
-from runner.graphs import Steps, inference_steps, relative_error, training_steps
+from runner.gpustate import Sampler, nvlink_gbps
+from runner.graphs import NO_GRAPHS, Steps, inference_steps, relative_error, training_steps
 from runner.layer import EXPERT_KERNELS, Experts
-from runner.matrix import Timing
+from runner.matrix import DispatchSettings, Timing
 from runner.memory import MemoryStats, memory_stats
 from runner.native import USAGE as NATIVE
 from runner.oom import STATE as OOM
-from runner.oom import agree, describe, free_memory, start_phase
-from runner.phases import PhaseTimes, time_phases
+from runner.oom import free_memory
+from runner.phase_clock import CLOCK, InLayerPhases, time_in_layer
+from runner.phases import PhaseTimes, phase_outcome, time_phases
 from runner.pipelines import REGISTRY, BuildContext, Forward, build_reference
-from runner.platform import Platform, nvlink_counters
+from runner.platform import Platform
 from runner.report import RankOutcome
 from runner.routing import Plan
 from runner.spec import CaseSpec, Shape
@@ -41,53 +42,10 @@ from runner.weights import WEIGHTS, WeightKey
 # bit.
 ERROR_BOUNDS = {"bf16": 2e-2, "mxfp8": 1.2e-1, "nvfp4": 3.5e-1}
 REFERENCE_DTYPE = torch.float32
-NVLINK_SECONDS = 1.0
+STATIC = DispatchSettings()
 
 
 T = TypeVar("T")
-
-
-class Phases:
-    """Runs a case's phases; after each, the ranks agree whether any ran out of memory or
-    failed otherwise (any exception: a scaled GEMM rejecting a shape on one rank). The
-    first OOM or failure anywhere ends the case on every rank (the same decision
-    everywhere); the case records the failure and the run goes on."""
-
-    def __init__(self, group: Any, device: torch.device) -> None:
-        self.group, self.device = group, device
-        self.ooms = 0  # this rank's
-        self.failure: str | None = None  # this rank's: phase, exception type, message
-        self.stopped: str | None = None  # why the case ended early
-
-    def run(self, name: str, work: Callable[[], T]) -> T | None:
-        if self.stopped:
-            return None
-        start_phase(name)
-        result: T | None = None
-        try:
-            result = work()
-        except torch.OutOfMemoryError:
-            OOM.hit = True
-        except Exception as exc:  # noqa: BLE001 - any failure, agreed below
-            OOM.failure = OOM.failure or describe(exc)
-        failure = OOM.failure
-        local = int(OOM.hit) | int(failure is not None) << 1
-        start_phase("")
-        codes = agree(local, self.group, self.device)
-        if not any(codes):
-            return result
-        self.ooms += local & 1
-        if failure is not None:
-            self.failure = f"{name} phase: {failure}"
-        oom_ranks = ", ".join(str(r) for r, c in enumerate(codes) if c & 1)
-        failed_ranks = ", ".join(str(r) for r, c in enumerate(codes) if c & 2)
-        self.stopped = "; ".join(
-            [*([f"out of memory in the {name} phase on rank(s) {oom_ranks}"] if oom_ranks
-               else []),
-             *([f"failed in the {name} phase on rank(s) {failed_ranks}"] if failed_ranks
-               else [])])
-        free_memory()
-        return None
 
 
 def _draw(shape: tuple[int, ...], seed: int, device: torch.device) -> torch.Tensor:
@@ -112,128 +70,228 @@ class _Built:
     grad_out: torch.Tensor
 
 
+@dataclass
+class _Case:
+    """One case on this rank while it runs: what it was given and its harness."""
+
+    spec: CaseSpec
+    shape: Shape
+    plan: Plan
+    timing: Timing
+    seed: int
+    plat: Platform
+    rank: int
+    group: Any
+    dispatch: DispatchSettings
+    phases: Phases
+    flush: L2Flush | None
+    memory: MemoryStats
+    weight_key: WeightKey
+    started: float
+    sampler: Sampler
+    memory_retries: int = 0  # the allocator's retries before the case
+    first_window: list[float] = field(default_factory=list)  # set-up ends there
+
+    @property
+    def device(self) -> torch.device:
+        return self.plat.device
+
+    @property
+    def graphs(self) -> bool:
+        """CUDA graphs for the layer's steps: not with a dynamic dispatch's host sync."""
+        return self.plat.cuda and self.dispatch.mode == "static"
+
+    @contextmanager
+    def sampling(self) -> Iterator[None]:
+        if not self.first_window:
+            self.first_window.append(time.perf_counter())
+        with self.sampler:
+            yield
+
+    def timed(self, run: Callable[[], None], setup: Callable[[], None] | None = None
+              ) -> Windows:
+        return time_windows(run, self.timing, device=self.device, group=self.group,
+                            setup=setup, flush=self.flush, sampling=self.sampling())
+
+
+@dataclass
+class _Layer:
+    """The layer's timed steps and their windows (None: not measured)."""
+
+    steps: Steps | None = None
+    forward: Windows | None = None
+    backward: Windows | None = None
+    combined: Windows | None = None
+
+
 def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int,
-             plat: Platform, rank: int, group: Any, memory: MemoryStats | None = None
-             ) -> RankOutcome:
+             plat: Platform, rank: int, group: Any, memory: MemoryStats | None = None,
+             dispatch: DispatchSettings = STATIC) -> RankOutcome:
     """The phases, in the order that measures the wire format's required times first
     (so an OOM later, e.g. in the reference, still leaves a reportable case): build,
     timings (training: combined, forward, backward), then the memory peaks are read, then
-    per-phase timings, numerics (the float32 reference), NVLink. The GPU state is sampled
-    over the layer's timed windows. ``memory``: the allocator's counters (a test's stub)."""
-    device, training = plat.device, spec.training
+    the phases inside the layer's step and each alone, numerics (the float32 reference),
+    NVLink. The GPU state is sampled over the layer's timed windows. ``memory``: the
+    allocator's counters (a test's stub); ``dispatch``: the matrix's [dispatch]."""
+    c = _start(spec, shape, plan, timing, seed, plat, rank, group, memory, dispatch)
+    built = c.phases.run("build", partial(_build, c))
+    layer = _Layer()
+    if built is not None:
+        layer = _time_training(c, built) if spec.training else _time_inference(c, built)
+    # The layer's peaks: before any later pass (phases, the reference) allocates more.
+    allocated, reserved = c.memory.read(c.flush.nbytes if c.flush else 0)
+    expert_kernel = EXPERT_KERNELS.kernel  # the timed passes' (the reference loops)
+    in_layer = _in_layer(c, layer.steps)
+    CLOCK.stop()
+    phase_times: PhaseTimes | None = None
+    if built is not None and layer.steps is not None:
+        b = built
+        phase_times = c.phases.run("phases", lambda: time_phases(
+            b.ctx, spec.pipeline, b.experts, b.x, timing, c.flush, spec.training))
+    error = None
+    if built is not None:
+        b = built
+        error = c.phases.run("numerics", lambda: _numerics(b.forward, b.ctx, b.experts, b.x,
+                                                           b.grad_out, spec.training, group))
+    tx, rx = _nvlink_pass(c, layer)
+    notes = [*(built.ctx.notes if built else []), *_graph_notes(c, layer.steps)]
+    accepted = layer.steps.accepted if layer.steps else None
+    compiled = built is not None and built.ctx.compiled
+    del built, layer.steps  # the graphs and their memory pools
+    if c.phases.stopped:
+        free_memory()
+    return _outcome(c, layer, error=error, accepted=accepted, notes=notes,
+                    peaks=(allocated, reserved), nvlink=(tx, rx), expert_kernel=expert_kernel,
+                    compiled=compiled, phase_times=phase_times, in_layer=in_layer)
+
+
+def _start(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int,
+           plat: Platform, rank: int, group: Any, memory: MemoryStats | None,
+           dispatch: DispatchSettings) -> _Case:
+    """The harness, set up before the case's peaks are reset: the weights and the L2
+    flush buffer are allocated first and left out of them."""
+    device = plat.device
     started = time.perf_counter()
     OOM.rank, OOM.case_id = rank, spec.id
     NATIVE.reset()
     EXPERT_KERNELS.reset()
     COMPILES.start()
-    phases = Phases(group, device)
+    CLOCK.start(device)  # the last case's graphs, which recorded its events, are gone
     el = shape.E // spec.ep
     weight_key = WeightKey(shape.D, spec.F, rank * el, el, seed, torch.bfloat16, device)
-    native = bool(plat.native_scaled.get(spec.precision))
-    WEIGHTS.keep(weight_key, spec.precision, native)  # before the peaks are reset
-    # Allocated before the peaks are reset, and taken out of them: the harness's buffer.
-    flush = L2Flush(device) if device.type == "cuda" and timing.flushes(training) else None
+    WEIGHTS.keep(weight_key, spec.precision, bool(plat.native_scaled.get(spec.precision)))
+    flush = L2Flush(device) if device.type == "cuda" and timing.flushes(spec.training) \
+        else None
     memory = memory or memory_stats(device)
     memory.reset()
-    retries_before = memory.retries()
-    sampler = Sampler(device)
-    first_window: list[float] = []  # when the first timed window began: set-up ends
+    return _Case(spec, shape, plan, timing, seed, plat, rank, group, dispatch,
+                 Phases(group, device), flush, memory, weight_key, started, Sampler(device),
+                 memory.retries())
 
-    @contextmanager
-    def sampling() -> Iterator[None]:
-        if not first_window:
-            first_window.append(time.perf_counter())
-        with sampler:
-            yield
 
-    def build() -> _Built:
-        ctx = BuildContext(plan, rank, shape.T, spec.precision, group, device, plat.grouped_mm,
-                           native_scaled=plat.native_scaled, widths=(shape.D, spec.F))
-        return _Built(ctx, REGISTRY[spec.pipeline].build(ctx),
-                      # weights quantized once per shape and precision, never in a timed
-                      # step; the last case's if it had this shape (runner.weights)
-                      WEIGHTS.experts(weight_key, spec.precision, native),
-                      _draw((shape.T, shape.D), seed * 31 + rank, device),
-                      _draw((shape.T, shape.D), seed * 37 + rank + 1, device))
+def _build(c: _Case) -> _Built:
+    shape, spec, device = c.shape, c.spec, c.device
+    ctx = BuildContext(c.plan, c.rank, shape.T, spec.precision, c.group, device,
+                       c.plat.grouped_mm, native_scaled=c.plat.native_scaled,
+                       widths=(shape.D, spec.F), dispatch=c.dispatch)
+    native = bool(c.plat.native_scaled.get(spec.precision))
+    return _Built(ctx, REGISTRY[spec.pipeline].build(ctx),
+                  # weights quantized once per shape and precision, never in a timed
+                  # step; the last case's if it had this shape (runner.weights)
+                  WEIGHTS.experts(c.weight_key, spec.precision, native),
+                  _draw((shape.T, shape.D), c.seed * 31 + c.rank, device),
+                  _draw((shape.T, shape.D), c.seed * 37 + c.rank + 1, device))
 
-    built = phases.run("build", build)
 
-    def timed(run: Callable[[], None], setup: Callable[[], None] | None = None) -> Windows:
-        return time_windows(run, timing, device=device, group=group, setup=setup, flush=flush,
-                            sampling=sampling())
+def _time_training(c: _Case, b: _Built) -> _Layer:
+    """The combined step, then (its graph released) the forward and the backward."""
+    xg = b.x.clone().requires_grad_(True)
+    for p in b.experts.parameters():
+        p.requires_grad_(True)
 
-    steps: Steps | None = None
-    measured: tuple[Steps, Windows] | None = None
-    fw = bw = combined = None
-    if built is not None and training:
-        b = built
-        xg = b.x.clone().requires_grad_(True)
-        for p in b.experts.parameters():
-            p.requires_grad_(True)
+    def train() -> tuple[Steps, Windows]:
+        s = training_steps(b.forward, b.experts, xg, b.grad_out, c.graphs, c.group)
+        return s, c.timed(s.step)
 
-        def train() -> tuple[Steps, Windows]:
-            s = training_steps(b.forward, b.experts, xg, b.grad_out, plat.cuda, group)
-            return s, timed(s.step)
+    measured = c.phases.run("combined", train)
+    if measured is None:
+        return _Layer()
+    steps: Steps | None = measured[0]
+    layer = _Layer(steps, combined=measured[1])
+    del measured
+    if steps is not None and steps.split is not None:  # the whole-step graph released
+        steps = layer.steps = c.phases.run("graphs", steps.split)
+    if steps is not None:
+        layer.forward = c.phases.run("forward", partial(c.timed, steps.forward))
+    if steps is not None and steps.backward is not None:
+        layer.backward = c.phases.run("backward",
+                                      partial(c.timed, steps.backward, steps.forward))
+    return layer
 
-        measured = phases.run("combined", train)
-        if measured is not None:
-            steps, combined = measured
-            measured = None
-            if steps.split is not None:  # the whole-step graph released, then the others
-                steps = phases.run("graphs", steps.split)
-            if steps is not None:
-                fw = phases.run("forward", partial(timed, steps.forward))
-            if steps is not None and steps.backward is not None:
-                bw = phases.run("backward", partial(timed, steps.backward, steps.forward))
-    elif built is not None:
-        b = built
 
-        def infer() -> tuple[Steps, Windows]:
-            with torch.no_grad():
-                s = inference_steps(b.forward, b.experts, b.x, plat.cuda, group)
-                return s, timed(s.step)
+def _time_inference(c: _Case, b: _Built) -> _Layer:
+    def infer() -> tuple[Steps, Windows]:
+        with torch.no_grad():
+            s = inference_steps(b.forward, b.experts, b.x, c.graphs, c.group)
+            return s, c.timed(s.step)
 
-        measured = phases.run("forward", infer)
-        if measured is not None:
-            steps, fw = measured
-            combined = fw
+    measured = c.phases.run("forward", infer)
+    if measured is None:
+        return _Layer()
+    return _Layer(measured[0], forward=measured[1], combined=measured[1])
 
-    # The layer's peaks: before any later pass (phases, the reference) allocates more.
-    allocated, reserved = memory.read(flush.nbytes if flush else 0)
-    expert_kernel = EXPERT_KERNELS.kernel  # the timed passes' (the reference loops)
-    phase_times: PhaseTimes | None = None
-    if built is not None and steps is not None:
-        b = built
-        phase_times = phases.run("phases", lambda: time_phases(b.ctx, spec.pipeline, b.experts,
-                                                               b.x, timing, flush, training))
-    error = None
-    if built is not None:
-        b = built
-        error = phases.run("numerics", lambda: _numerics(b.forward, b.ctx, b.experts, b.x,
-                                                         b.grad_out, training, group))
-    tx = rx = None
-    if steps is not None and combined is not None:
-        step_loop, step_ms = steps.step, combined.median_ms
 
-        def nvlink() -> tuple[float | None, float | None]:
-            if training:
-                return _nvlink(step_loop, step_ms, device)
-            with torch.no_grad():
-                return _nvlink(step_loop, step_ms, device)
+def _in_layer(c: _Case, steps: Steps | None) -> InLayerPhases | str:
+    """The phases inside the layer's own forward step (runner.phase_clock), or why not."""
+    if steps is None:
+        return "the layer was not timed"
+    grad = torch.enable_grad() if c.spec.training else torch.no_grad()
 
-        tx, rx = phases.run("nvlink", nvlink) or (None, None)
-        del step_loop
-    accepted = steps.accepted if steps else None
+    def run() -> InLayerPhases | None:
+        with grad:
+            return time_in_layer(steps.forward, c.timing, c.group, c.device, c.flush)
+
+    timed = c.phases.run("in-layer phases", run)
+    if timed is None:
+        return CLOCK.note or "no phase was marked inside the layer (a compiled layer)"
+    return timed
+
+
+def _graph_notes(c: _Case, steps: Steps | None) -> list[str]:
+    if steps is None or not steps.note:
+        return []
+    if c.plat.cuda and not c.graphs and steps.note == NO_GRAPHS:
+        return ["dynamic dispatch: its count exchange copies the counts to the host, which "
+                "no CUDA graph can hold; the layer is timed eagerly"]
+    return [steps.note]
+
+
+def _nvlink_pass(c: _Case, layer: _Layer) -> tuple[float | None, float | None]:
+    if layer.steps is None or layer.combined is None:
+        return None, None
+    step_loop, step_ms = layer.steps.step, layer.combined.median_ms
+
+    def nvlink() -> tuple[float | None, float | None]:
+        if c.spec.training:
+            return nvlink_gbps(step_loop, step_ms, c.device)
+        with torch.no_grad():
+            return nvlink_gbps(step_loop, step_ms, c.device)
+
+    return c.phases.run("nvlink", nvlink) or (None, None)
+
+
+def _outcome(c: _Case, layer: _Layer, *, error: float | None, accepted: bool | None,
+             notes: list[str], peaks: tuple[float | None, float | None],
+             nvlink: tuple[float | None, float | None], expert_kernel: str | None,
+             compiled: bool, phase_times: PhaseTimes | None,
+             in_layer: InLayerPhases | str) -> RankOutcome:
     compiled_graphs, compile_s = COMPILES.read()
-    compiled = built is not None and built.ctx.compiled
-    gpu_state, gpu_state_reason = sampler.state()
-    notes = [*(built.ctx.notes if built else []), *([steps.note] if steps and steps.note else [])]
-    del built, steps, measured  # the graphs and their memory pools
-    if phases.stopped:
-        free_memory()
+    gpu_state, gpu_state_reason = c.sampler.state()
+    fw, bw, combined = layer.forward, layer.backward, layer.combined
     iterations = {kind: w.per_iteration_ms
                   for kind, w in (("combined", combined), ("forward", fw), ("backward", bw))
                   if w is not None}
+    plan, rank = c.plan, c.rank
     return RankOutcome(
         rank=rank, forward=fw.per_window_ms if fw else None,
         combined=combined.per_window_ms if combined else None,
@@ -241,34 +299,22 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
         numerical_error=error, graph_accepted=accepted, graph_note="; ".join(notes) or None,
         rows_received=plan.receive[rank],
         rows_sent_off_rank=sum(n for d, n in enumerate(plan.sends[rank]) if d != rank),
-        allocated_peak_gib=allocated, reserved_peak_gib=reserved,
-        allocation_retries=memory.retries() - retries_before,
-        nvlink_tx_gbps=tx, nvlink_rx_gbps=rx,
-        ooms=phases.ooms, oom_note=phases.stopped, failure=phases.failure,
-        emulated=spec.quantized and not NATIVE.all_native,
+        allocated_peak_gib=peaks[0], reserved_peak_gib=peaks[1],
+        allocation_retries=c.memory.retries() - c.memory_retries,
+        nvlink_tx_gbps=nvlink[0], nvlink_rx_gbps=nvlink[1],
+        ooms=c.phases.ooms, oom_note=c.phases.stopped, failure=c.phases.failure,
+        emulated=c.spec.quantized and not NATIVE.all_native,
         **phase_outcome(phase_times),
+        in_layer_phase_windows=in_layer.windows if isinstance(in_layer, InLayerPhases)
+        else None,
+        in_layer_note=in_layer.source if isinstance(in_layer, InLayerPhases) else in_layer,
         gpu_state=gpu_state, gpu_state_reason=gpu_state_reason,
         expert_kernel=expert_kernel, iterations=iterations or None,
-        setup_s=first_window[0] - started if first_window else None,
+        setup_s=c.first_window[0] - c.started if c.first_window else None,
         compile_s=compile_s if compiled or compiled_graphs else None,
         compiled_graphs=compiled_graphs if compiled or compiled_graphs else None,
-        wall_s=time.perf_counter() - started,
+        wall_s=time.perf_counter() - c.started,
     )
-
-
-def phase_outcome(times: PhaseTimes | None) -> dict[str, Any]:
-    """``RankOutcome``'s phase fields (plain data) from the phase pass, None without one."""
-    if times is None:
-        return {}
-    return {
-        "phase_windows": times.forward, "phase_rank_ms": times.forward_rank_ms,
-        "backward_phase_windows": times.backward, "backward_phase_rank_ms": times.backward_rank_ms,
-        "dispatch_local_bytes": times.dispatch.local * times.dispatch_row_bytes,
-        "dispatch_remote_bytes": times.dispatch.remote * times.dispatch_row_bytes,
-        "combine_local_bytes": times.combine.local * times.combine_row_bytes,
-        "combine_remote_bytes": times.combine.remote * times.combine_row_bytes,
-        "phase_graphs": times.graphs, "phase_graph_note": times.note,
-    }
 
 
 def _numerics(forward: Forward, ctx: BuildContext, experts: Experts, x: torch.Tensor,
@@ -298,26 +344,3 @@ def _numerics(forward: Forward, ctx: BuildContext, experts: Experts, x: torch.Te
     for got, want in zip(_grads(xm, measured), _grads(x_ref, experts_ref), strict=True):
         errors.append(relative_error(got, want, group))
     return max(errors)
-
-
-def _nvlink(loop: Callable[[], None], step_ms: float, device: torch.device
-            ) -> tuple[float | None, float | None]:
-    """NVLink TX/RX GB/s over a loop of the step lasting at least NVLINK_SECONDS. The
-    iteration count comes from the window median (the same on every rank), not from a
-    clock, so the ranks' collectives stay matched."""
-    if device.type != "cuda":
-        return None, None
-    before = nvlink_counters(device)
-    if before is None:
-        return None, None
-    iterations = max(1, math.ceil(NVLINK_SECONDS * 1e3 / step_ms))
-    torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    for _ in range(iterations):
-        loop()
-    torch.cuda.synchronize(device)
-    elapsed = time.perf_counter() - start
-    after = nvlink_counters(device)
-    if after is None:
-        return None, None
-    return ((after[0] - before[0]) / elapsed / 1e9, (after[1] - before[1]) / elapsed / 1e9)

@@ -9,8 +9,11 @@ samples nothing and says why.
 
 from __future__ import annotations
 
+import math
 import statistics
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -18,7 +21,7 @@ from typing import Any
 import torch
 
 from ingest.derived import APPLICATIONS_CLOCKS, POWER_CAP, clock_event_names
-from runner.platform import nvml_handle, open_nvml
+from runner.platform import nvlink_counters, nvml_handle, open_nvml
 
 INTERVAL_S = 0.02
 NO_GPU = "no GPU: no NVML state to sample"
@@ -135,3 +138,29 @@ class Sampler:
         if self.samples:
             return summary(self.samples, self.locked), None
         return None, self.reason or "no timed window ran, so nothing was sampled"
+
+
+NVLINK_SECONDS = 1.0
+
+
+def nvlink_gbps(loop: Callable[[], None], step_ms: float, device: torch.device
+                ) -> tuple[float | None, float | None]:
+    """NVLink TX/RX GB/s over a loop of the step lasting at least NVLINK_SECONDS. The
+    iteration count comes from the window median (the same on every rank), not from a
+    clock, so the ranks' collectives stay matched."""
+    if device.type != "cuda":
+        return None, None
+    before = nvlink_counters(device)
+    if before is None:
+        return None, None
+    iterations = max(1, math.ceil(NVLINK_SECONDS * 1e3 / step_ms))
+    torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    for _ in range(iterations):
+        loop()
+    torch.cuda.synchronize(device)
+    elapsed = time.perf_counter() - start
+    after = nvlink_counters(device)
+    if after is None:
+        return None, None
+    return ((after[0] - before[0]) / elapsed / 1e9, (after[1] - before[1]) / elapsed / 1e9)

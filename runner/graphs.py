@@ -31,7 +31,8 @@ import torch.distributed as dist
 
 from runner.layer import Experts
 from runner.oom import STATE as OOM
-from runner.oom import free_memory
+from runner.oom import describe, free_memory
+from runner.side import all_reduce_ints
 
 GRAPH_TOLERANCE = 1e-3  # a graph replay against the eager result (atomics reorder sums)
 WARMUP = 3
@@ -178,20 +179,27 @@ def agree_on_capture(capture: Callable[[], T], group: Any, device: torch.device
     every rank still reaches the all-reduce that decides."""
     result: T | None = None
     note = None
+    failed_before = OOM.failure is not None
     try:
         result = capture()
     except torch.OutOfMemoryError:
         OOM.hit = True
         note = "out of memory during CUDA graph capture; timed eagerly"
-    except RuntimeError as exc:
-        note = f"CUDA graph capture failed ({str(exc)[:200]}); timed eagerly"
+    except Exception as exc:  # noqa: BLE001 - any capture failure: time eagerly
+        note = f"CUDA graph capture failed ({describe(exc)[:200]}); timed eagerly"
+    if OOM.failure is not None and not failed_before:
+        # The guarded expert work failed during the capture (or its warm-up) and handed
+        # zeros on: the graph holds a failed step. Time eagerly, where a failure that
+        # recurs is the case's own.
+        note = note or f"CUDA graph capture failed ({OOM.failure[:200]}); timed eagerly"
+        result, OOM.failure = None, None
     if result is None and device.type == "cuda":
         torch.cuda.synchronize(device)
         free_memory()
-    ok = torch.tensor([int(result is not None)], device=device)
+    ok = int(result is not None)
     if group is not None:
-        dist.all_reduce(ok, op=dist.ReduceOp.MIN, group=group)
-    if int(ok.item()):
+        ok = all_reduce_ints([ok], group, dist.ReduceOp.MIN)[0]
+    if ok:
         return result, None
     return None, note or "CUDA graph capture failed on another rank; timed eagerly"
 

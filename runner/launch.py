@@ -18,8 +18,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
-from torch.multiprocessing.spawn import spawn
 
 from runner.ceilings import A2A_BYTES, all_to_all, measure_gpu, merge
 from runner.execute import run_case
@@ -29,8 +27,14 @@ from runner.platform import Platform, detect, local_rank, node_name
 from runner.report import RankOutcome, block_size_problem
 from runner.reporter import Reporter, RunOptions
 from runner.routing import Plan, RoutingError, build_plan
+from runner.side import all_gather_bytes, barrier, broadcast_flag, make_side_groups, wait_for_case
 from runner.spec import CaseSpec
 from runner.spool import SpoolError
+from runner.stop import Stopped, install, run_ranks, watch_parent
+
+# A dead NCCL peer: the watchdog aborts the communicators after the group's timeout and
+# the waiting call raises in Python (torch's default, 3, ends the process without a word).
+NCCL_ERROR_HANDLING = "2"
 
 
 def free_port() -> int:
@@ -41,20 +45,21 @@ def free_port() -> int:
 
 def launch(opts: RunOptions, nproc: int | None) -> int:
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # inside torchrun
+        watch_parent("its torchrun agent")
         return worker_main(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), opts)
     world = nproc or (torch.cuda.device_count() if torch.cuda.is_available() else 2)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ["MASTER_PORT"] = str(free_port())
     if world == 1:
         return worker_main(0, 1, opts)
-    context = mp.get_context("spawn")
-    status = context.SimpleQueue()
-    spawn(_spawned, args=(world, opts, status), nprocs=world, join=True)
-    return int(status.get()) if not status.empty() else 1
+    # A lost rank: the others get the process group's timeout (and some) to end on their
+    # own, rank 0 writing the run's failure note.
+    return run_ranks(_spawned, world, (world, opts), opts.matrix.timing.timeout_s + 30)
 
 
 def _spawned(rank: int, world: int, opts: RunOptions, status: Any) -> None:
     os.environ["LOCAL_RANK"] = str(rank)
+    watch_parent("the moescope launcher")
     code = worker_main(rank, world, opts)
     if rank == 0:
         status.put(code)
@@ -97,6 +102,8 @@ def worker_main(rank: int, world: int, opts: RunOptions) -> int:
     if not plat.cuda:
         # Ranks share the node's cores: one thread each, or they spin against each other.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    install(rank)
+    os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", NCCL_ERROR_HANDLING)
     timeout = dt.timedelta(seconds=opts.matrix.timing.timeout_s)
     if plat.cuda:  # binding the device lets NCCL set up eagerly and barriers know it
         dist.init_process_group(plat.backend, rank=rank, world_size=world,
@@ -111,11 +118,12 @@ def worker_main(rank: int, world: int, opts: RunOptions) -> int:
 
 def _worker(rank: int, world: int, opts: RunOptions, plat: Platform) -> int:
     matrix = opts.matrix
-    groups = _groups(world, {c.ep for c in matrix.cases}, matrix.ep1_group,
-                     dt.timedelta(seconds=matrix.timing.timeout_s))
+    timeout = dt.timedelta(seconds=matrix.timing.timeout_s)
+    groups = _groups(world, {c.ep for c in matrix.cases}, matrix.ep1_group, timeout)
+    make_side_groups(groups, world, timeout)
     skipped = {c.id: r for c in matrix.cases if (r := skip_reason(c, matrix, world))}
     runnable = [c for c in matrix.cases if c.id not in skipped]
-    rank_nodes = [str(n) for n in gather_json(node_name(), dist.group.WORLD, plat.device)] \
+    rank_nodes = [str(n) for n in gather_json(node_name(), dist.group.WORLD)] \
         if world > 1 else [node_name()]
     ceilings = measure_ceilings(rank, world, plat, matrix, runnable, groups)
     reporter: Reporter | None = None
@@ -128,7 +136,7 @@ def _worker(rank: int, world: int, opts: RunOptions, plat: Platform) -> int:
             problem = str(exc)
     # Every rank learns whether rank 0 can report; otherwise its peers would only see it
     # vanish (a gloo/NCCL "connection closed" in place of the reason).
-    if not _rank0_ready(problem is None, world, plat.device):
+    if not _rank0_ready(problem is None, world):
         if problem is not None:
             print(f"error: {problem}; no case ran", file=sys.stderr)
         return 1
@@ -140,12 +148,13 @@ def _worker(rank: int, world: int, opts: RunOptions, plat: Platform) -> int:
             if rank < spec.ep:
                 plan: Plan = build_plan(matrix.shape, spec, matrix.seed)
                 outcome = run_case(spec, matrix.shape, plan, matrix.timing, matrix.seed, plat,
-                                   rank, groups[spec.ep])
-                outcomes = _gather(outcome, rank, spec.ep, groups[spec.ep], plat.device)
-            dist.barrier()
+                                   rank, groups[spec.ep], dispatch=matrix.dispatch)
+                outcomes = _gather(outcome, rank, spec.ep, groups[spec.ep])
+            if world > 1:
+                wait_for_case()
             if reporter is not None:
                 failures += not reporter.add(index, len(runnable), spec, outcomes)
-    except (RuntimeError, OSError) as exc:  # a collective failed: a peer is gone or hung
+    except (RuntimeError, OSError, Stopped) as exc:  # a peer is gone or hung, or a signal
         # (gloo: "connection closed by peer"; NCCL or any backend: the group's timeout_s)
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
         if reporter is None:
@@ -162,7 +171,7 @@ def measure_ceilings(rank: int, world: int, plat: Platform, matrix: Matrix,
     """``meta.measuredCeilings`` (rank 0; None elsewhere): every rank measures its GPU's
     GEMM ceilings, each EP group in use its all-to-all (``runner.ceilings``)."""
     mine = measure_gpu(plat, matrix, cases)
-    per_gpu = gather_json(mine, dist.group.WORLD, plat.device) if world > 1 else [mine]
+    per_gpu = gather_json(mine, dist.group.WORLD) if world > 1 else [mine]
     sizes = A2A_BYTES["cuda" if plat.cuda else "cpu"]
     a2a = []
     for ep in sorted({c.ep for c in cases}):
@@ -170,40 +179,24 @@ def measure_ceilings(rank: int, world: int, plat: Platform, matrix: Matrix,
         if group is not None and rank < ep:  # only a group's own ranks may call on it
             a2a.append(all_to_all(ep, group, matrix.timing, plat.device, sizes))
     if world > 1:
-        dist.barrier()
+        barrier()
     return merge(per_gpu, a2a) if rank == 0 else None
 
 
-def _rank0_ready(ready: bool, world: int, device: torch.device) -> bool:
-    if world == 1:
-        return ready
-    flag = torch.tensor([int(ready)], device=device)
-    dist.broadcast(flag, src=0)
-    return bool(flag.item())
+def _rank0_ready(ready: bool, world: int) -> bool:
+    return ready if world == 1 else broadcast_flag(ready)
 
 
-def _gather(outcome: RankOutcome, rank: int, ep: int, group: Any,
-            device: torch.device) -> list[RankOutcome]:
+def _gather(outcome: RankOutcome, rank: int, ep: int, group: Any) -> list[RankOutcome]:
     if ep == 1:
         return [outcome]
-    return [RankOutcome(**p) for p in gather_json(asdict(outcome), group, device)]
+    return [RankOutcome(**p) for p in gather_json(asdict(outcome), group)]
 
 
-def gather_json(value: Any, group: Any, device: torch.device) -> list[Any]:
-    """all_gather of JSON values through byte tensors (torch's object collectives need
-    NumPy, which the runner does not)."""
-    data = torch.tensor(list(json.dumps(value).encode()), dtype=torch.uint8, device=device)
-    size = torch.tensor([data.numel()], dtype=torch.int64, device=device)
-    world = dist.get_world_size(group)
-    sizes = [torch.zeros_like(size) for _ in range(world)]
-    dist.all_gather(sizes, size, group=group)
-    longest = int(max(int(s) for s in sizes))
-    padded = torch.zeros(longest, dtype=torch.uint8, device=device)
-    padded[:data.numel()] = data
-    chunks = [torch.zeros_like(padded) for _ in range(world)]
-    dist.all_gather(chunks, padded, group=group)
-    return [json.loads(bytes(c[:int(n)].cpu().tolist()).decode())
-            for c, n in zip(chunks, sizes, strict=True)]
+def gather_json(value: Any, group: Any) -> list[Any]:
+    """all_gather of JSON values on ``group``'s gloo side group (torch's object
+    collectives need NumPy, which the runner does not)."""
+    return [json.loads(b.decode()) for b in all_gather_bytes(json.dumps(value).encode(), group)]
 
 
 def run_safely(opts: RunOptions, nproc: int | None) -> int:

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from runner.native import USAGE, Operand, gemm, quantize_operand, wire_operand
 from runner.oom import guarded
+from runner.phase_clock import CLOCK
 from runner.quant import fake_quantize, pack_rows, unpack_rows
 from runner.routing import RankRouting
 
@@ -435,6 +436,9 @@ class PassConfig:
     expert_fn: ExpertFn
     group: Any
     traceable: bool = False  # functional collectives, for torch.compile (mega)
+    # runner.dispatch.Exchange: a dynamic or deduplicating dispatch and its combine; None:
+    # the static exchange below (splits known on the host)
+    exchange: Any = None
     # The received wire rows go on to the experts (dispatch_wire): native GEMMs take them
     wire_to_gemm: bool = False
 
@@ -456,6 +460,16 @@ def _experts(ordered: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: Pas
 
 def dispatch(x: torch.Tensor, r: DeviceRouting, cfg: PassConfig) -> torch.Tensor:
     """This rank's rows to their experts' ranks (quantized on the wire if so configured)."""
+    mark = CLOCK.begin("dispatch", r)
+    recv = _dispatch(x, r, cfg)
+    CLOCK.end(mark)
+    return recv
+
+
+def _dispatch(x: torch.Tensor, r: DeviceRouting, cfg: PassConfig) -> torch.Tensor:
+    if cfg.exchange is not None:
+        rows: torch.Tensor = cfg.exchange.dispatch(x, r, cfg)[0]
+        return rows
     rows = x.index_select(0, r.token)
     recv: torch.Tensor
     if cfg.quantized_dispatch:
@@ -473,8 +487,13 @@ def dispatch_wire(x: torch.Tensor, r: DeviceRouting, cfg: PassConfig
     again. Without gradients only: training needs ``QuantizedAllToAll``'s backward."""
     if not (cfg.wire_to_gemm and cfg.quantized_dispatch and not torch.is_grad_enabled()):
         return dispatch(x, r, cfg), None
-    return _quantized_all_to_all(x.index_select(0, r.token), r.recv_splits, r.send_splits,
-                                 cfg.group, cfg.traceable, cfg.precision)
+    mark = CLOCK.begin("dispatch", r)
+    received: tuple[torch.Tensor, torch.Tensor | None] = (
+        cfg.exchange.dispatch(x, r, cfg) if cfg.exchange is not None else
+        _quantized_all_to_all(x.index_select(0, r.token), r.recv_splits, r.send_splits,
+                              cfg.group, cfg.traceable, cfg.precision))
+    CLOCK.end(mark)
+    return received
 
 
 def expert_rows(recv: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig,
@@ -483,10 +502,13 @@ def expert_rows(recv: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: Pas
     the local work between the two collectives, so they run OOM-guarded (forward and,
     when training, backward): a rank out of memory sends zeros on to the combine (and zero
     gradients back to the dispatch) rather than leave its peers waiting there."""
+    mark = CLOCK.begin("experts", r)
     ordered = recv.index_select(0, r.order)
     y = guarded_experts(ordered, r, experts, cfg,
                         None if wire is None else wire.index_select(0, r.order))
-    return torch.empty_like(y).index_copy(0, r.order, y)
+    back = torch.empty_like(y).index_copy(0, r.order, y)
+    CLOCK.end(mark)
+    return back
 
 
 # The guard is host code that catches an error at run time, which a compiled graph
@@ -549,8 +571,14 @@ class GuardedExperts(torch.autograd.Function):
 
 def combine(back: torch.Tensor, r: DeviceRouting, cfg: PassConfig, out: torch.Tensor) -> None:
     """The expert outputs home again, score-weighted and summed into ``out``."""
-    returned = AllToAll.apply(back, r.send_splits, r.recv_splits, cfg.group, cfg.traceable)
-    out.index_add_(0, r.token, returned * r.weight[:, None])
+    mark = CLOCK.begin("combine", r)
+    if cfg.exchange is not None:
+        cfg.exchange.combine(back, r, cfg, out)
+    else:
+        returned = AllToAll.apply(back, r.send_splits, r.recv_splits, cfg.group,
+                                  cfg.traceable)
+        out.index_add_(0, r.token, returned * r.weight[:, None])
+    CLOCK.end(mark)
 
 
 def routed_pass(x: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig,

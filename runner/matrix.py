@@ -26,11 +26,15 @@ iterations = 30
 warmup = 10        # iterations, and at least warmup_ms of them
 warmup_ms = 200
 flush_l2 = true    # zero a 256 MiB buffer before each timed iteration (default: inference)
-timeout_s = 1800   # the process group's timeout: how long a rank waits in a collective
+timeout_s = 120    # the process group's timeout: how long a rank waits in a collective
 
 capacity_factor = 8
 seed = 0
 ep1_group = false  # true: EP 1 cases still run their collectives, in a one-rank group
+
+[dispatch]         # runner/exchange.py
+mode = "static"    # or "dynamic": counts exchanged on the device and copied to the host
+dedup = false      # true: one row per (token, destination rank), as DeepEP sends it
 
 
 [peaks]            # optional overrides of the known-GPU table
@@ -55,12 +59,14 @@ from runner.spec import MODES, PIPELINES, PRECISIONS, CaseSpec, Shape, SpecError
 
 CASE_KEYS = ("mode", "ep", "precision", "pipeline", "F", "imbalance", "category")
 TOP_KEYS = {"shape", "matrix", "case", "timing", "capacity_factor", "seed", "peaks",
-            "ep1_group"}
+            "ep1_group", "dispatch"}
+DISPATCH_MODES = ("static", "dynamic")
 PEAK_KEYS = {"tf", "hbm_gbps", "nvlink_gbps_per_direction"}
 DEFAULT_WARMUP = 5
 DEFAULT_WARMUP_MS = 200.0
-# Ranks above a case's EP wait in a barrier while it runs: long cases must not pass it.
-DEFAULT_TIMEOUT_S = 1800.0
+# How long a rank waits in one collective of the layer (a dead peer's NCCL call ends
+# there); the ranks outside a case wait for it on gloo, runner.side.CASE_WAIT_S.
+DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_WINDOWS = 10  # x 30 iterations: 300 samples for iterationMS's p99
 TIMING_KEYS = ("windows", "iterations", "warmup", "warmup_ms", "flush_l2", "timeout_s")
 
@@ -89,6 +95,16 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class DispatchSettings:
+    """How the layer exchanges its rows (runner.exchange): ``static`` (splits known on the
+    host) or ``dynamic`` (counts exchanged on the device first); ``dedup``: one row per
+    (token, destination rank)."""
+
+    mode: str = "static"
+    dedup: bool = False
+
+
+@dataclass(frozen=True)
 class Peaks:
     tf: dict[str, float] = field(default_factory=dict)
     hbm_gbps: float | None = None
@@ -106,6 +122,7 @@ class Matrix:
     ep1_group: bool = False
     seed: int = 0
     peaks: Peaks = Peaks()
+    dispatch: DispatchSettings = DispatchSettings()
 
 
 def load_matrix(path: Path) -> Matrix:
@@ -143,7 +160,19 @@ def parse_matrix(data: dict[str, Any]) -> Matrix:
         seed=_int(data, "seed", "seed", 0, minimum=0),
         peaks=_peaks(_table(data, "peaks")),
         ep1_group=_bool(data, "ep1_group", "ep1_group", False),
+        dispatch=_dispatch(_table(data, "dispatch")),
     )
+
+
+def _dispatch(table: dict[str, Any]) -> DispatchSettings:
+    unknown = sorted(set(table) - {"mode", "dedup"})
+    if unknown:
+        raise MatrixError(f"dispatch.{unknown[0]}", "unknown key (expected mode, dedup)")
+    mode = table.get("mode", "static")
+    if mode not in DISPATCH_MODES:
+        raise MatrixError("dispatch.mode",
+                          f"must be one of {', '.join(DISPATCH_MODES)}, got {mode!r}")
+    return DispatchSettings(mode, _bool(table, "dedup", "dispatch.dedup", False))
 
 
 def _bool(table: dict[str, Any], key: str, where: str, default: bool) -> bool:

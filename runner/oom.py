@@ -18,6 +18,7 @@ An OutOfMemoryError or other exception outside the guarded work (the permutation
 quantization and weighted sum around the collectives, forward or backward) is caught at
 the phase boundary only; its peers may then wait in their next collective until the
 process group's timeout (``[timing] timeout_s``), a limitation stated in the README.
+The agreements run on the gloo side group (``runner.side``).
 
 Tests inject an OOM or another error by adding to ``INJECTORS`` (tests/injection.py
 does, in every rank of the runs they start); the runner itself
@@ -33,6 +34,8 @@ from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
+
+from runner.side import all_reduce_ints
 
 T = TypeVar("T")
 
@@ -87,10 +90,9 @@ def agree(local_ooms: int, group: Any, device: torch.device) -> list[int]:
     """Every rank's OOM count for the phase just ended (the same list on every rank)."""
     if group is None:
         return [local_ooms]
-    counts = torch.zeros(dist.get_world_size(group), dtype=torch.int64, device=device)
+    counts = [0] * dist.get_world_size(group)
     counts[dist.get_rank(group)] = local_ooms
-    dist.all_reduce(counts, group=group)
-    return [int(c) for c in counts.cpu()]
+    return all_reduce_ints(counts, group)  # on the gloo side group: a dead peer raises
 
 
 def free_memory() -> None:

@@ -17,7 +17,9 @@ layer's overlap is not in it: ``runner.report`` states the gap between the phase
 and the layer time per case.
 
 Bytes: each rank's rows split into those that stay on it (its own experts' rows, moved by
-a copy) and those that cross to another rank; bandwidth counts only the rows that cross.
+a copy) and those that cross to another rank, both ways (sent and received); bandwidth
+counts only the rows that cross. A dedup dispatch (runner.exchange) counts its rows on
+the wire, one per (token, rank), in the dispatch and the combine alike.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from runner.layer import (
     _experts,
     _group_max,
     combine,
+    dispatch,
     expert_rows,
 )
 from runner.matrix import Timing
@@ -72,6 +75,8 @@ class PhaseTimes:
     backward_rank_ms: dict[str, float] | None
     dispatch: RowSplit  # rows this rank received in the dispatch
     combine: RowSplit  # rows this rank got back in the combine
+    dispatch_sent: RowSplit  # rows this rank sent in the dispatch
+    combine_sent: RowSplit  # rows it sent back in the combine (what it received)
     dispatch_row_bytes: int  # one row on the dispatch's wire
     combine_row_bytes: int
     graphs: bool | None  # every phase replayed as a CUDA graph; None: no graphs (CPU)
@@ -94,8 +99,11 @@ class _Phases:
         self.x, self.r, self.cfg, self.experts = x, r, cfg, experts
         # Each phase's graph is captured on this stream (CUDA), and the experts' forward
         # whose backward is timed runs on it too: autograd runs a backward op on its
-        # forward op's stream, which must be the capturing one.
-        self.side = torch.cuda.Stream(x.device) if x.device.type == "cuda" else None
+        # forward op's stream, which must be the capturing one. A dynamic dispatch's
+        # host sync cannot be captured: eager.
+        dynamic = cfg.exchange is not None and cfg.exchange.dynamic
+        self.side = (torch.cuda.Stream(x.device) if x.device.type == "cuda" and not dynamic
+                     else None)
         self.agree = _group_max(cfg.group, False)
         with torch.no_grad():
             rows = x.index_select(0, r.token)
@@ -116,7 +124,9 @@ class _Phases:
     def forward(self, training: bool) -> dict[str, Callable[[], object]]:
         cfg, r = self.cfg, self.r
         work: dict[str, Callable[[], object]] = {}
-        if cfg.quantized_dispatch:
+        if cfg.exchange is not None:  # the dispatcher's own exchange, quantize included
+            work["dispatch"] = lambda: dispatch(self.x, r, cfg)
+        elif cfg.quantized_dispatch:
             def quantize() -> None:
                 packed = pack_rows(self.x.index_select(0, r.token), cfg.precision, self.agree)
                 unpack_rows(packed, cfg.precision, self.x.shape[1], self.x.dtype)
@@ -210,10 +220,34 @@ def time_phases(ctx: BuildContext, pipeline: str, experts: Experts, x: torch.Ten
                                                          timing, flush, notes, "backward")
         graphs = graphs and back_graphs
     width = x.shape[1]
+    send, recv = (cfg.exchange.wire_splits(r) if cfg.exchange is not None
+                  else (r.send_splits, r.recv_splits))
+    if ctx.device.type == "cuda" and phases.side is None:
+        notes.append("dynamic dispatch: its count exchange syncs the host, no phase graphs")
     return PhaseTimes(
         forward, forward_rank, backward, backward_rank,
-        dispatch=row_split(r.recv_splits, ctx.rank), combine=row_split(r.send_splits, ctx.rank),
+        dispatch=row_split(recv, ctx.rank), combine=row_split(send, ctx.rank),
+        # The combine sends back what the dispatch delivered: under imbalance the hot
+        # rank's combine sends i times the mean rows, however few it gets back.
+        dispatch_sent=row_split(send, ctx.rank), combine_sent=row_split(recv, ctx.rank),
         dispatch_row_bytes=wire_row_bytes(ctx.precision, cfg.quantized_dispatch, width, x.dtype),
         combine_row_bytes=width * x.element_size(),
         graphs=graphs if ctx.device.type == "cuda" else None,
         note="; ".join(notes) or None)
+
+
+def phase_outcome(times: PhaseTimes | None) -> dict[str, Any]:
+    """``RankOutcome``'s phase fields (plain data) from the phase pass, None without one."""
+    if times is None:
+        return {}
+    return {
+        "phase_windows": times.forward, "phase_rank_ms": times.forward_rank_ms,
+        "backward_phase_windows": times.backward, "backward_phase_rank_ms": times.backward_rank_ms,
+        "dispatch_local_bytes": times.dispatch.local * times.dispatch_row_bytes,
+        "dispatch_remote_bytes": times.dispatch.remote * times.dispatch_row_bytes,
+        "combine_local_bytes": times.combine.local * times.combine_row_bytes,
+        "combine_remote_bytes": times.combine.remote * times.combine_row_bytes,
+        "dispatch_sent_remote_bytes": times.dispatch_sent.remote * times.dispatch_row_bytes,
+        "combine_sent_remote_bytes": times.combine_sent.remote * times.combine_row_bytes,
+        "phase_graphs": times.graphs, "phase_graph_note": times.note,
+    }

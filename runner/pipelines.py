@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from runner.compiles import ShapeCache, compiled_or_eager, dynamic_rows, static, strict_recompiles
+from runner.exchange import make_exchange
 from runner.layer import (
     DeviceRouting,
     ExpertFn,
@@ -41,13 +42,16 @@ from runner.layer import (
     recording,
     routed_pass,
 )
+from runner.matrix import DispatchSettings
 from runner.native import Operand
+from runner.phase_clock import CLOCK
 from runner.routing import Plan, rank_routing
 from runner.schedule import PHASES, Phase, handoff, pipeline_schedule, run_schedule
 from runner.spec import PIPELINES
 
 Forward = Callable[[torch.Tensor, Experts], torch.Tensor]
 STAGES = 4
+STATIC_DISPATCH = DispatchSettings()
 
 
 @dataclass
@@ -64,6 +68,7 @@ class BuildContext:
     notes: list[str] = field(default_factory=list)  # what the build fell back on, for the case
     widths: tuple[int, int] | None = None  # (D, F): with tokens, the layer's tensor shapes
     compiled: bool = False  # the layer runs through torch.compile (mega on CUDA)
+    dispatch: DispatchSettings = STATIC_DISPATCH  # the matrix's [dispatch]
 
 
 @dataclass(frozen=True)
@@ -87,9 +92,13 @@ def _runs_native(ctx: BuildContext) -> bool:
 
 def _routings(ctx: BuildContext, cfg: PassConfig, stages: int) -> list[DeviceRouting]:
     bounds = [ctx.tokens * s // stages for s in range(stages + 1)]
-    return [prepare(rank_routing(ctx.plan, ctx.rank, range(a, b)), ctx.device, ctx.dtype,
-                    cfg.pad_groups)
-            for a, b in zip(bounds, bounds[1:], strict=False)]
+    routings = [prepare(rank_routing(ctx.plan, ctx.rank, range(a, b)), ctx.device, ctx.dtype,
+                        cfg.pad_groups)
+                for a, b in zip(bounds, bounds[1:], strict=False)]
+    for r in routings:
+        if cfg.exchange is not None:
+            cfg.exchange.attach(r)
+    return routings
 
 
 def _one_pass(ctx: BuildContext, cfg: PassConfig) -> Forward:
@@ -141,12 +150,14 @@ def pass_config(ctx: BuildContext, pipeline: str) -> PassConfig:
     """The pipeline's formats (dispatch on the wire, expert groups, GEMMs), eager. The
     standard and staged pipelines run with it; the per-phase pass (runner.phases) times
     every pipeline's phases with it (mega's experts: the emulated GEMMs it compiles)."""
+    exchange = make_exchange(ctx.dispatch.mode, ctx.dispatch.dedup, ctx.group, ctx.device)
     if pipeline == "standard":
-        return PassConfig(ctx.precision, False, False, expert_fn(ctx), ctx.group)
+        return PassConfig(ctx.precision, False, False, expert_fn(ctx), ctx.group,
+                          exchange=exchange)
     native = pipeline != "mega"
     return PassConfig(ctx.precision, ctx.precision != "bf16", True,
                       expert_fn(ctx, native=native), ctx.group,
-                      wire_to_gemm=native and _runs_native(ctx))
+                      wire_to_gemm=native and _runs_native(ctx), exchange=exchange)
 
 
 def gemm_layout(pipeline: str, tokens: int) -> tuple[bool, int]:
@@ -176,8 +187,14 @@ COMPILE_ON_CPU = "MOESCOPE_COMPILE_ON_CPU"
 
 
 def build_mega(ctx: BuildContext) -> Forward:
-    return mega_forward(ctx, compile=ctx.device.type == "cuda"
-                        or os.environ.get(COMPILE_ON_CPU) == "1")
+    compile = ctx.device.type == "cuda" or os.environ.get(COMPILE_ON_CPU) == "1"
+    if compile and ctx.dispatch != STATIC_DISPATCH:
+        # The shape's compiled layer is shared by every case; a dynamic dispatch's host
+        # sync would break its graph anyway.
+        ctx.notes.append("mega runs eagerly: the compiled layer has the static dispatch "
+                         "only")
+        compile = False
+    return mega_forward(ctx, compile=compile)
 
 
 def mega_layer(x: torch.Tensor, experts: Experts, r: DeviceRouting, cfg: PassConfig
@@ -190,10 +207,14 @@ def mega_layer(x: torch.Tensor, experts: Experts, r: DeviceRouting, cfg: PassCon
     ``routed_pass``, because Dynamo splits every frame on the call stack of a break.
     The routing ``r`` is an argument, not a closure, so one compiled layer serves every
     routing of its shape (runner.compiles)."""
-    ordered = dispatch(x, r, cfg).index_select(0, r.order)
+    received = dispatch(x, r, cfg)
+    mark = CLOCK.begin("experts", r)  # skipped while torch.compile traces
+    ordered = received.index_select(0, r.order)
     y = guarded_experts(ordered, r, experts, cfg)
+    back = torch.empty_like(y).index_copy(0, r.order, y)
+    CLOCK.end(mark)
     out = torch.zeros_like(x)
-    combine(torch.empty_like(y).index_copy(0, r.order, y), r, cfg, out)
+    combine(back, r, cfg, out)
     return out
 
 
@@ -256,7 +277,9 @@ def mega_forward(ctx: BuildContext, compile: bool) -> Forward:
     layer (``MEGA``, made at the first case of the shape), eager otherwise."""
     if not compile:
         eager_cfg = PassConfig(ctx.precision, ctx.precision != "bf16", True,
-                               expert_fn(ctx, native=False), ctx.group, traceable=True)
+                               expert_fn(ctx, native=False), ctx.group, traceable=True,
+                               exchange=make_exchange(ctx.dispatch.mode, ctx.dispatch.dedup,
+                                                      ctx.group, ctx.device))
         r = one_stage_routing(ctx, eager_cfg)
         return lambda x, experts: mega_layer(x, experts, r, eager_cfg)
     ctx.compiled = True

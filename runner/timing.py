@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 
 from runner.matrix import Timing
+from runner.side import all_reduce_ints, barrier
 
 # What DeepEP's and Triton's benchmarks zero between iterations: larger than any L2 yet.
 FLUSH_BYTES = 256 * 2**20
@@ -77,7 +78,8 @@ def time_windows(run: Callable[[], object], timing: Timing, *, device: torch.dev
     with sampling or nullcontext():
         for _ in range(timing.windows):
             if group is not None:
-                dist.barrier(group=group)
+                _sync(device)
+                barrier(group)
             per_window.append(_window(run, setup, flush, timing.iterations, device))
     # One collective: the window means, then every iteration (W + W x I values).
     means = [sum(w) / len(w) for w in per_window]
@@ -109,9 +111,7 @@ def warm_up(run: Callable[[], object], setup: Callable[[], None] | None, timing:
         if elapsed_ms < timing.warmup_ms:  # the time left at the mean pace so far
             more = max(1, math.ceil((timing.warmup_ms - elapsed_ms) * done / max(elapsed_ms, 1e-3)))
         if group is not None:
-            agreed = torch.tensor([more], dtype=torch.int64, device=device)
-            dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=group)
-            more = int(agreed.item())
+            more = all_reduce_ints([more], group, dist.ReduceOp.MAX)[0]
     return done
 
 

@@ -44,3 +44,29 @@ def run_posted(tmp_path: Path, matrix_text: str, env: dict[str, str] | None = No
         served = httpx.get(f"{live.url}/api/v1/reports/{page['items'][0]['id']}/report.json",
                            timeout=10).json()
     return PostedRun(result, written, served)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (torchrun starts each rank in a session of its own, so
+    killing a launch's process group would leave its ranks running)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def served_report(url: str, run_id: str) -> dict[str, Any]:
+    """The report the service holds for ``run_id``, as it serves it."""
+    page = httpx.get(f"{url}/api/v1/reports", params={"q": run_id}, timeout=10).json()
+    served: dict[str, Any] = httpx.get(
+        f"{url}/api/v1/reports/{page['items'][0]['id']}/report.json", timeout=10).json()
+    return served

@@ -139,6 +139,12 @@ def test_export_shows_header_notes_caveats_summary_charts_and_every_case(
         assert specs[f"chart-{panel.key}"] == export_spec(panel.figure)
         figures.to_figure(specs[f"chart-{panel.key}"]).to_dict()  # plotly accepts it
     assert sum(len(t.get("x") or []) for t in specs["chart-throughput"]["data"]) == 63
+    # The numbered points' key, once after the charts: number n is the n-th case in view.
+    key = root.by_id("export-point-key").find_all("li")
+    assert [(li.attrs["value"], li.text) for li in key] == [
+        (str(i + 1), c["id"]) for i, c in enumerate(reference["cases"])]
+    for chart in ("scaling", "roofline", "intensity"):
+        assert "points numbered" in root.by_id(f"section-{chart}").text
 
     # The case table: every case in report order, with its derived fields and caveats.
     rows = table_rows(root.by_id("export-cases").find_all("table")[0])

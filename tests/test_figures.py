@@ -11,6 +11,7 @@ import pytest
 from live import REPO
 
 from app import figures
+from app.services import chart_panels
 from ingest.derived import caveats, derive
 from ingest.schema import Case, Meta
 
@@ -558,6 +559,22 @@ def test_case_phase_chart_shows_quantize_and_the_backward_phases() -> None:
     assert list(bar["y"]) == [0.125, 0.5, 1.5, 0.25, 3.0, 0.75, 3.0, 0.5, 5.0]
 
 
+def test_case_phase_chart_puts_the_in_layer_view_beside_each_phase_alone() -> None:
+    from app.figures.case_charts import case_phases_spec
+
+    case = {"id": "t", "precision": "mxfp8", "forwardMS": 2.0,
+            "phaseMS": {"dispatch": 0.5, "experts": 1.5, "combine": 0.75},
+            "inLayerPhaseMS": {"combine": 0.25, "dispatch": 0.375, "experts": 1.25}}
+    spec = case_phases_spec(case)
+    inside, alone = spec["data"]
+    assert (inside["name"], alone["name"]) == ("inside the layer", "each phase alone")
+    assert list(inside["x"]) == ["dispatch", "experts", "combine"]
+    assert list(inside["y"]) == [0.375, 1.25, 0.25]
+    assert list(alone["y"]) == [0.5, 1.5, 0.75, 2.0]
+    assert spec["layout"]["barmode"] == "group"
+    assert inside["marker"]["pattern"]["shape"] == "/"
+
+
 def test_case_charts_draw_no_phase_bar_without_phases_and_fit_the_windows() -> None:
     case = {"id": "c", "mode": "inference", "precision": "bf16", "receiveRows": [4, 4],
             "windows": {"combined": [2.00, 2.13, 2.06]}}
@@ -570,3 +587,29 @@ def test_case_charts_draw_no_phase_bar_without_phases_and_fit_the_windows() -> N
     phased = {**case, "phaseMS": {"dispatch": 0.1, "experts": 0.5, "combine": 0.1},
               "forwardMS": 0.8}
     assert "phases" in figures.case_specs(phased)
+
+
+def test_scatter_points_carry_the_number_of_their_case_in_view(
+    built: dict[str, go.Figure], cases: list[dict[str, Any]]
+) -> None:
+    # Printed, nothing hovers: each point of the roofline, intensity and scaling charts
+    # carries its case's place in the view (1-based), the key the page and export print.
+    place = {c["id"]: str(i + 1) for i, c in enumerate(cases)}
+    for key in ("roofline", "intensity", "scaling"):
+        labelled = 0
+        for trace in built[key].data:
+            if trace.customdata is None or trace.type != "scatter":
+                continue
+            assert "text" in trace.mode
+            for custom, number in zip(trace.customdata, trace.text, strict=True):
+                if custom[0] is None:  # a gap between two scaling lines
+                    assert number == ""
+                    continue
+                assert number == place[custom[0].split(" · ")[0]]
+                labelled += 1
+        assert labelled >= len(cases) // 2, key
+    panels = chart_panels.chart_panels({}, cases, {})
+    keys = {p.key: p.point_key for p in panels}
+    assert keys["roofline"] == keys["scaling"] == tuple(
+        (i + 1, c["id"]) for i, c in enumerate(cases))
+    assert keys["throughput"] == ()

@@ -32,6 +32,7 @@ OPERATIONS = {
     ("put", "/api/v1/reports/{report_id}/marks/{kind}"): "put_mark",
     ("delete", "/api/v1/reports/{report_id}/marks/{kind}"): "delete_mark",
     ("get", "/api/v1/platforms"): "get_platforms",
+    ("get", "/api/v1/platforms/export.html"): "export_platforms",
     ("get", "/healthz"): "healthz",
     ("get", "/readyz"): "readyz",
 }

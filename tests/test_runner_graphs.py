@@ -13,6 +13,7 @@ import torch.distributed as dist
 from live import free_port
 from torch.multiprocessing.spawn import spawn
 
+from runner import oom
 from runner.graphs import NO_GRAPHS, agree_on_capture, training_steps
 from runner.layer import Experts, make_experts
 from runner.oom import STATE as OOM
@@ -46,8 +47,8 @@ def test_a_capture_failing_on_one_rank_sends_every_rank_to_eager(tmp_path: Path)
     r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2))
     assert r0["none"] == ["graph of rank 0", None, False]
     assert r1["none"] == ["graph of rank 1", None, False]
-    assert r1["rank1"][:2] == [None, "CUDA graph capture failed (operation not permitted "
-                                     "when stream is capturing); timed eagerly"]
+    assert r1["rank1"][:2] == [None, "CUDA graph capture failed (RuntimeError: operation "
+                                     "not permitted when stream is capturing); timed eagerly"]
     assert r0["rank1"][:2] == [None, "CUDA graph capture failed on another rank; timed eagerly"]
     # Out of memory in a capture: eager on every rank, and flagged for the phase's OOM
     # agreement on the rank that ran out.
@@ -79,3 +80,26 @@ def test_training_on_the_cpu_runs_the_eager_steps() -> None:
     assert x.grad is None and len(calls) == 2
     steps.backward()
     assert torch.allclose(x.grad, grad_out @ experts.gate[0].T * 2)
+
+
+def test_a_failure_during_graph_capture_falls_back_to_eager() -> None:
+    """The expert work's failure inside the capture is swallowed by ``oom.guarded`` (zeros
+    go on); the capture must not be taken as a success, nor the failure kept for the
+    phase: the case is timed eagerly, where a failure that recurs is its own."""
+    def failing() -> torch.Tensor:
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    def capture() -> torch.Tensor:
+        return oom.guarded(failing, lambda: torch.zeros(2))
+
+    oom.start_phase("combined")
+    graph, note = agree_on_capture(capture, None, torch.device("cpu"))
+    assert graph is None
+    assert note == ("CUDA graph capture failed (RuntimeError: operation not permitted when "
+                    "stream is capturing); timed eagerly")
+    assert oom.STATE.failure is None and not oom.STATE.hit
+    # A failure from before the capture stays the phase's.
+    oom.STATE.failure = "RuntimeError: earlier"
+    graph, note = agree_on_capture(lambda: torch.ones(1), None, torch.device("cpu"))
+    assert graph is not None and note is None and oom.STATE.failure == "RuntimeError: earlier"
+    oom.start_phase("")

@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from conftest import live_server
 from live import REPO, free_port
 from live import ServerProcess as LiveServer
+from runner_helpers import descendants, served_report
 
 pytestmark = pytest.mark.live
 
@@ -62,40 +62,14 @@ def _popen(node: str, is_host: bool, port: int, matrix: Path, live: LiveServer, 
         stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (torchrun starts each rank in a session of its own, so
-    killing the launch's process group would leave its ranks running)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def _kill_node(launch: subprocess.Popen[str]) -> None:
     """The node lost at once: its torchrun agent and every rank, SIGKILL."""
-    for pid in [launch.pid, *_descendants(launch.pid)]:
+    for pid in [launch.pid, *descendants(launch.pid)]:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
     launch.wait(timeout=30)
-
-
-def _served(live: LiveServer, run_id: str) -> dict[str, Any]:
-    page = httpx.get(f"{live.url}/api/v1/reports", params={"q": run_id}, timeout=10).json()
-    report_id = page["items"][0]["id"]
-    served: dict[str, Any] = httpx.get(
-        f"{live.url}/api/v1/reports/{report_id}/report.json", timeout=10).json()
-    return served
 
 
 def _logs(tmp: Path) -> str:
@@ -116,7 +90,7 @@ def test_two_nodes_post_one_report_naming_both(tmp_path: Path) -> None:
         outs = [tmp_path / f"{n}.json" for n in NODES if (tmp_path / f"{n}.json").exists()]
         assert len(outs) == 1  # rank 0 alone writes the report
         report = json.loads(outs[0].read_text())
-        served = _served(live, report["meta"]["runId"])
+        served = served_report(live.url, report["meta"]["runId"])
     host = report["meta"]["host"]
     assert sorted(host["nodes"]) == list(NODES)
     assert sorted(host["rankNodes"]) == ["node-a", "node-a", "node-b", "node-b"]
@@ -128,39 +102,77 @@ def test_two_nodes_post_one_report_naming_both(tmp_path: Path) -> None:
     assert served == report
 
 
-def test_a_lost_node_ends_the_other_within_the_timeout(tmp_path: Path) -> None:
-    matrix = _matrix(tmp_path, 8)
-    with live_server(f"sqlite:///{tmp_path / 'moescope.db'}", tmp_path) as live:
-        port = free_port()
-        launches = dict(zip(NODES, (_launch(n, n == NODES[0], port, matrix, live, tmp_path)
-                                    for n in NODES), strict=True))
-        try:
-            # The node holding rank 0 writes its --out; wait for a finished case there.
-            deadline = time.monotonic() + 300
-            survivor = None
-            while time.monotonic() < deadline and survivor is None:
-                for node in NODES:
-                    out = tmp_path / f"{node}.json"
-                    if out.exists() and json.loads(out.read_text() or "{}").get("cases"):
-                        survivor = node
-                time.sleep(0.2)
-            assert survivor is not None, _logs(tmp_path)
-            lost = next(n for n in NODES if n != survivor)
-            _kill_node(launches[lost])
-            killed_at = time.monotonic()
-            code = launches[survivor].wait(timeout=TIMEOUT_S + 60)
-            ended_after = time.monotonic() - killed_at
-        finally:
-            for p in launches.values():
-                _kill_node(p)
-        report = json.loads((tmp_path / f"{survivor}.json").read_text())
-        served = _served(live, report["meta"]["runId"])
-    assert code != 0, _logs(tmp_path)
-    # Within the process group's timeout (plus torchrun's own teardown).
-    assert ended_after < TIMEOUT_S + 15, (ended_after, _logs(tmp_path))
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _lose_mid_run(tmp: Path, live: LiveServer, lose: Any
+                  ) -> tuple[int, float, str, list[int]]:
+    """Both nodes started on 8 cases; once rank 0's node wrote a finished case, ``lose``
+    (the other node's launch) is applied. The survivor's exit code, the seconds it took
+    to end after the loss, its name, and the lost node's rank pids."""
+    matrix = _matrix(tmp, 8)
+    port = free_port()
+    launches = dict(zip(NODES, (_launch(n, n == NODES[0], port, matrix, live, tmp)
+                                for n in NODES), strict=True))
+    try:
+        # The node holding rank 0 writes its --out; wait for a finished case there.
+        deadline = time.monotonic() + 300
+        survivor = None
+        while time.monotonic() < deadline and survivor is None:
+            for node in NODES:
+                out = tmp / f"{node}.json"
+                if out.exists() and json.loads(out.read_text() or "{}").get("cases"):
+                    survivor = node
+            time.sleep(0.2)
+        assert survivor is not None, _logs(tmp)
+        lost = next(n for n in NODES if n != survivor)
+        ranks = descendants(launches[lost].pid)
+        lose(launches[lost])
+        lost_at = time.monotonic()
+        code = launches[survivor].wait(timeout=TIMEOUT_S + 60)
+        return code, time.monotonic() - lost_at, survivor, ranks
+    finally:
+        for p in launches.values():
+            _kill_node(p)
+
+
+def _check_stopped_run(tmp: Path, live: LiveServer, survivor: str) -> None:
+    """The survivor's --out names the failure; the service holds exactly its cases."""
+    report = json.loads((tmp / f"{survivor}.json").read_text())
+    served = served_report(live.url, report["meta"]["runId"])
     note = report["meta"]["runFailureNote"]
     assert note.startswith("The run stopped while running ") and "Error" in note, note
     finished = report["cases"]
     assert 1 <= len(finished) < 8
     assert served["cases"] == finished  # every finished case delivered, nothing more
     assert served["meta"]["host"]["nodes"] == report["meta"]["host"]["nodes"]
+
+
+def test_a_lost_node_ends_the_other_within_the_timeout(tmp_path: Path) -> None:
+    with live_server(f"sqlite:///{tmp_path / 'moescope.db'}", tmp_path) as live:
+        code, ended_after, survivor, _ = _lose_mid_run(tmp_path, live, _kill_node)
+        assert code != 0, _logs(tmp_path)
+        # Within the process group's timeout (plus torchrun's own teardown).
+        assert ended_after < TIMEOUT_S + 15, (ended_after, _logs(tmp_path))
+        _check_stopped_run(tmp_path, live, survivor)
+
+
+def test_a_lost_agent_ends_its_ranks_and_the_other_node_within_a_minute(
+        tmp_path: Path) -> None:
+    """Only the other node's torchrun agent is killed: its ranks, orphaned, end (else they
+    would run on, and the survivor's agent wait 300 s at torchrun's exit barrier)."""
+    def kill_agent(launch: subprocess.Popen[str]) -> None:
+        os.kill(launch.pid, signal.SIGKILL)
+        launch.wait(timeout=30)
+
+    with live_server(f"sqlite:///{tmp_path / 'moescope.db'}", tmp_path) as live:
+        code, ended_after, survivor, ranks = _lose_mid_run(tmp_path, live, kill_agent)
+        assert code != 0, _logs(tmp_path)
+        assert ended_after <= 60, (ended_after, _logs(tmp_path))
+        assert ranks and not any(_alive(pid) for pid in ranks), _logs(tmp_path)
+        _check_stopped_run(tmp_path, live, survivor)

@@ -244,7 +244,7 @@ def test_peaks_match_whole_names_only(name: str, model: str | None) -> None:
 
 
 def test_gpu_state_over_ranks() -> None:
-    from runner.report import merge_gpu_states
+    from runner.report_gpustate import merge_gpu_states
 
     def rank(lo: float, hi: float, watts: float, celsius: float, bits: int) -> dict[str, Any]:
         return {"smClockMinMHz": lo, "smClockMaxMHz": hi, "powerMaxW": watts,

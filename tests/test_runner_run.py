@@ -224,11 +224,29 @@ def test_every_case_has_positive_phase_times_and_bandwidths(run: Run) -> None:
         back = SHAPE.T * SHAPE.K
         assert case["combineLocalBytes"] == [n * 2 * d for n in own]
         assert case["combineRemoteBytes"] == [(back - n) * 2 * d for n in own]
-        # GB/s from the busiest rank's remote bytes over the phase's time.
-        busiest = max((received[r] - own[r]) * row for r in range(case["ep"]))
-        assert case["dispatchGBps"] == pytest.approx(busiest / phases["dispatch"] / 1e6)
-        busiest_back = max((back - n) * 2 * d for n in own)
-        assert case["combineGBps"] == pytest.approx(busiest_back / phases["combine"] / 1e6)
+        # Sent both ways: a rank sends its T*K rows less its own in the dispatch, and
+        # sends back what it received less its own in the combine.
+        assert case["dispatchSentRemoteBytes"] == [(back - n) * row for n in own]
+        assert case["combineSentRemoteBytes"] == [(received[r] - own[r]) * 2 * d
+                                                  for r in range(case["ep"])]
+        # GB/s from the busiest rank's remote max(TX, RX) over the phase's time.
+        rank_bytes = [max(received[r] - own[r], back - own[r]) for r in range(case["ep"])]
+        hot = max(range(case["ep"]), key=lambda r: rank_bytes[r])
+        assert case["dispatchBusiestRank"] == hot == case["combineBusiestRank"]
+        assert case["dispatchGBps"] == pytest.approx(rank_bytes[hot] * row
+                                                     / phases["dispatch"] / 1e6)
+        assert case["combineGBps"] == pytest.approx(rank_bytes[hot] * 2 * d
+                                                    / phases["combine"] / 1e6)
+        # The first view: the same phases inside the layer's own step (the CPU's wall
+        # clock), their sum against the layer's forward.
+        inside = case["inLayerPhaseMS"]
+        assert set(inside) == {"dispatch", "experts", "combine"}, case["id"]
+        assert all(ms > 0 for ms in inside.values())
+        assert case["inLayerPhaseSumMS"] == pytest.approx(sum(inside.values()))
+        assert case["inLayerPhaseGapMS"] == pytest.approx(
+            case["forwardMS"] - sum(inside.values()))
+        assert case["inLayerPhaseNote"].startswith("wall clock around each phase")
+        assert (case["dispatchMode"], case["dispatchDedup"]) == ("static", False)
         # The phases' sum against the layer's forward, and the backward's in training.
         total = sum(phases.values())
         assert case["phaseSumMS"] == pytest.approx(total)
@@ -249,7 +267,9 @@ def test_every_case_has_positive_phase_times_and_bandwidths(run: Run) -> None:
         # No NVML on the CPU: null, with the reason.
         assert case["gpuState"] is None and "no GPU" in case["gpuStateReason"], case["id"]
     meta = run.report["meta"]
-    assert "each timed on its own" in meta["phaseNote"]
+    assert "each phase timed on its own" in meta["phaseNote"]
+    assert "timed inside the layer's own step" in meta["phaseNote"]
+    assert "remote max(TX, RX)" in meta["bandwidthNote"]
     assert "null on the CPU" in meta["gpuStateNote"]
 
 

@@ -12,9 +12,16 @@ from app.dashboard.components import GRAPH_CONFIG, note_block
 from app.services import chart_panels
 
 
-def drawn_text(panel: chart_panels.ChartPanel) -> str:
-    return (f"{panel.case_count} case(s) in view" if panel.charted == panel.case_count
-            else f"{panel.charted} of {panel.case_count} cases in view charted")
+def drawn_text(panel: chart_panels.ChartPanel) -> list[Any]:
+    """How many cases the chart draws, and for a chart with numbered points its key."""
+    drawn = (f"{panel.case_count} case(s) in view" if panel.charted == panel.case_count
+             else f"{panel.charted} of {panel.case_count} cases in view charted")
+    if not panel.point_key:
+        return [drawn]
+    return [drawn, html.Details([
+        html.Summary("key to the numbered points"),
+        html.Ol([html.Li(case_id, value=str(n)) for n, case_id in panel.point_key],
+                className="point-key")], className="point-key-details")]
 
 
 def chart_notes(panel: chart_panels.ChartPanel) -> list[Any]:

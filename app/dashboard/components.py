@@ -92,3 +92,12 @@ def style_legend(cases: Sequence[Mapping[str, Any]]) -> list[Any]:
 
 # The pipeline's mark inside a precision's marker, as text.
 _MARKS = {"": "plain", "-cross": "+ inside", "-x": "\u00d7 inside", "-dot": "\u2022 inside"}
+
+
+def line_breaks(lines: Sequence[str]) -> list[Any]:
+    """Lines of one table cell, a <br> between each."""
+    out: list[Any] = []
+    for i, line in enumerate(lines):
+        out.extend([html.Br()] if i else [])
+        out.append(line)
+    return out

@@ -16,7 +16,8 @@ def compare_html(page: ComparePage, footer: Footer) -> str:
     return render(
         "compare.html.j2", {RATIO_CHART: export_spec(page.chart)},
         title=f"moescope: report {base.id} against {head.id}",
-        base=base, head=head, summary=page.summary, series_line=page.series_line,
+        base=base, head=head, summary=page.summary, headline=page.result.headline,
+        series_line=page.series_line,
         groups=page.groups, provenance_columns=compare_text.PROVENANCE_COLUMNS,
         provenance=page.provenance, geomean_columns=compare_text.GEOMEAN_COLUMNS,
         geomeans=page.geomeans, columns=compare_text.CASE_COLUMNS, rows=page.cases,

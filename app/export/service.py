@@ -10,9 +10,11 @@ from sqlalchemy.orm import Session
 from app.case_fields import CaseFilter
 from app.export.compare import compare_html
 from app.export.footer import make_footer
+from app.export.platforms import platforms_html
 from app.export.report import report_html
 from app.matrix_metrics import DEFAULT_METRIC
 from app.services.compare_page import compare_page
+from app.services.platforms import platforms_page
 from app.services.report_json import report_json_bytes
 from app.services.report_page import ReportChoices, report_page
 from app.services.report_view import ReportCache
@@ -41,3 +43,13 @@ def export_compare(session: Session, base_id: int, head_id: int, *,
     footer = make_footer([(base_id, report_json_bytes(session, base_id)),
                           (head_id, report_json_bytes(session, head_id))], now)
     return Export(f"moescope-compare-{base_id}-{head_id}.html", compare_html(page, footer))
+
+
+def export_platforms(session: Session, report_ids: list[int] | None, baseline_id: int | None,
+                     *, modes: list[str], precisions: list[str],
+                     now: datetime | None = None) -> Export:
+    page = platforms_page(session, report_ids, baseline_id, modes=modes, precisions=precisions)
+    ids = [p.report_id for p in page.platforms]
+    footer = make_footer([(i, report_json_bytes(session, i)) for i in ids], now)
+    return Export(f"moescope-platforms-{'-'.join(map(str, ids))}.html",
+                  platforms_html(page, footer))

@@ -11,6 +11,7 @@ dashboard hands specs straight to ``dcc.Graph``; the tests validate every figure
 
 The modules: ``style`` (colours, markers, escaping), ``layout`` (the frame of a chart),
 ``traces`` (per-case traces), ``configuration`` (where a case sits on their axis),
+``point_key`` (the numbers on scatter points, and their key),
 ``report_charts``, ``panel_charts`` and ``roofline`` (the report charts), ``charts``
 (them listed with their notes), ``case_charts`` (one case),
 ``history_charts`` (one case across reports).

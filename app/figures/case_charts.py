@@ -65,9 +65,11 @@ def case_saved_bytes_spec(case: CaseDict) -> Spec:
 
 
 def case_phases_spec(case: CaseDict) -> Spec:
-    """The case's per-phase times beside its layer time (the phases were timed alone, so
-    they need not add up to it: the case's phaseNote states the gap); training's backward
-    phases beside the layer's backward."""
+    """The case's per-phase times beside its layer time, two views where the runner gave
+    both: each phase inside the layer's own step (inLayerPhaseMS) and each timed alone
+    (phaseMS, which need not add up to the layer: the case's phaseNote states the gap;
+    alone minus inside is what the layer's overlap and ordering change); training's
+    backward phases (timed alone) beside the layer's backward."""
     phases = case.get("phaseMS") or {}
     labels = [p for p in ("route", "quantize", "dispatch", "experts", "combine") if p in phases]
     x: list[str] = [*labels, "layer (forward)"]
@@ -77,10 +79,20 @@ def case_phases_spec(case: CaseDict) -> Spec:
         names = [p for p in ("combine", "experts", "dispatch") if p in backward]
         x += [*(f"bwd {p}" for p in names), "layer (bwd)"]
         y += [*(backward[p] for p in names), case.get("backwardMS")]
-    bar = _case_bar(case, x, y, "time", "%{x}: %{y:.4f} ms<extra></extra>")
-    title = "Phases, each timed alone"
-    return figure([bar], chart_layout(title, "time (ms)", height=360,
-                                      xaxis={"title": titled("phase")}))
+    inside = case.get("inLayerPhaseMS") or {}
+    bar = _case_bar(case, x, y, "each phase alone" if inside else "time",
+                    "%{x}: %{y:.4f} ms<extra></extra>")
+    if not inside:
+        return figure([bar], chart_layout("Phases, each timed alone", "time (ms)",
+                                          height=360, xaxis={"title": titled("phase")}))
+    names = [p for p in ("dispatch", "experts", "combine") if p in inside]
+    in_layer = {**_case_bar(case, names, [inside[p] for p in names], "inside the layer",
+                            "%{x} inside the layer: %{y:.4f} ms<extra></extra>"),
+                "marker": {"color": precision_colour(str(case["precision"])),
+                           "pattern": {"shape": "/"}}}
+    layout = chart_layout("Phases inside the layer and each alone", "time (ms)", height=360,
+                          xaxis={"title": titled("phase")}, legend={"title": titled("view")})
+    return figure([in_layer, bar], {**layout, "barmode": "group"})
 
 
 def case_specs(case: CaseDict) -> dict[str, Spec]:

@@ -34,6 +34,8 @@ class Chart:
     # Its legend is of something the page's shared legend of styles does not name (the
     # phases): kept on the chart.
     own_legend: bool = False
+    # Its points carry numbers (figures.point_key): the chart is shown with the key.
+    keyed: bool = False
 
     def make(self, cases: Sequence[CaseDict], meta: Meta, *, legend: bool = True) -> Spec:
         """The chart's spec; ``legend=False`` for a page that shows one shared legend of
@@ -63,9 +65,10 @@ CHARTS: tuple[Chart, ...] = (
     Chart("hbm", "Analytical HBM", hbm_spec, ("bandwidthNote", "timingNote")),
     Chart("memory", "Memory", memory_spec, ("memoryNote",)),
     Chart("routing", "Routing", routing_spec, ()),
-    Chart("scaling", "Scaling", scaling_spec, ("timingNote",)),
-    Chart("roofline", "Roofline", roofline_spec, ("peakNote", "bandwidthNote")),
-    Chart("intensity", "Arithmetic intensity", arithmetic_intensity_spec, ("timingNote",)),
+    Chart("scaling", "Scaling", scaling_spec, ("timingNote",), keyed=True),
+    Chart("roofline", "Roofline", roofline_spec, ("peakNote", "bandwidthNote"), keyed=True),
+    Chart("intensity", "Arithmetic intensity", arithmetic_intensity_spec, ("timingNote",),
+          keyed=True),
     Chart("phases", "Phases", phases_spec, ("phaseNote", "timingNote"), _no_phases,
           own_legend=True),
 )

@@ -18,6 +18,7 @@ from app.figures.layout import (
     panel_title,
     titled,
 )
+from app.figures.point_key import numbered, numbers_of, point_numbers
 from app.figures.style import (
     GIB,
     Meta,
@@ -226,6 +227,7 @@ def scaling_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     not one trace per configuration: plotly's drawing time grows with the trace count."""
     data: list[Trace] = []
     shown: set[str] = set()
+    numbers = point_numbers(cases)
     for axis, vary in (("", "F"), ("2", "ep")):
         lines: dict[tuple[str, str], list[list[CaseDict]]] = defaultdict(list)
         for series in matching_series(cases, vary):
@@ -235,24 +237,27 @@ def scaling_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
             x: list[Any] = []
             y: list[Any] = []
             custom: list[list[Any]] = []
+            points: list[CaseDict | None] = []
             for series in styled:
                 if x:
                     x.append(None)
                     y.append(None)
                     custom.append([None, None])
+                    points.append(None)
                 fixed = ", ".join(f"{f}={text(series[0][f])}" for f in _UNSTYLED if f != vary)
                 x.extend(c[vary] for c in series)
                 y.extend(c.get("usefulTFPerGPU") for c in series)
                 custom.extend([text(c["id"]), fixed] for c in series)
+                points.extend(series)
             flat = [c for series in styled for c in series]
-            data.append(scatter(
+            data.append(numbered(scatter(
                 flat, key, x, y, custom,
                 hover("useful %{y:,.1f} TFLOP/s per GPU", f"{vary}=%{{x}}",
                       "series: %{customdata[1]}"),
                 mode="lines+markers", line={"color": precision_colour(key[0]), "width": 1.5},
                 connectgaps=False, showlegend=name not in shown, xaxis="x" + axis,
                 yaxis="y" + axis,
-            ))
+            ), numbers_of(points, numbers)))
             shown.add(name)
     # A panel without a line keeps its axes and says why it is empty.
     annotations = []

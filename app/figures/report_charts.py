@@ -9,6 +9,7 @@ from functools import partial
 from app.case_fields import CaseDict
 from app.figures.configuration import placement
 from app.figures.layout import case_frame, chart_layout, figure, hline, missing, titled
+from app.figures.point_key import numbered, numbers_of, point_numbers
 from app.figures.style import (
     Meta,
     Spec,
@@ -142,10 +143,13 @@ def hbm_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
 def arithmetic_intensity_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     """9. Forward FLOPs per logical payload byte (rank 0) against useful throughput."""
     measured = [c for c in cases if c.get("forwardFlopsPerLogicalPayloadByteRank0")]
-    data = [scatter(group, key, [c["forwardFlopsPerLogicalPayloadByteRank0"] for c in group],
-                    [c.get("usefulTFPerGPU") for c in group], hover_data(group),
-                    hover("%{x:,.0f} forward FLOP per logical payload byte",
-                          "useful %{y:,.1f} TFLOP/s per GPU"))
+    numbers = point_numbers(cases)
+    data = [numbered(scatter(group, key,
+                             [c["forwardFlopsPerLogicalPayloadByteRank0"] for c in group],
+                             [c.get("usefulTFPerGPU") for c in group], hover_data(group),
+                             hover("%{x:,.0f} forward FLOP per logical payload byte",
+                                   "useful %{y:,.1f} TFLOP/s per GPU")),
+                     numbers_of(group, numbers))
             for key, group in grouped(measured).items()]
     return figure(data, chart_layout(
         "Arithmetic intensity against throughput", "useful TFLOP/s per GPU",

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from app.case_fields import CaseDict
 from app.figures.layout import chart_layout, figure, missing, titled
+from app.figures.point_key import numbered, numbers_of, point_numbers
 from app.figures.style import Meta, Spec, Trace, fmt, grouped, precision_colour, text
 from app.figures.traces import hover, hover_data, scatter
 from ingest.bounds import ROOF_NAMES
@@ -101,7 +102,7 @@ def _roofs(peaks: dict[str, float], bandwidth: float, xs: list[float], axis: str
             "line": {"color": colour, "dash": "dash", "width": 1.5},
             "marker": {"size": [9, 0], "color": colour, "symbol": "circle-open"},
             "text": [f"{text(precision)} ridge {ridges[precision]:,.0f} FLOP/B", ""],
-            "textposition": "top left", "textfont": {"color": colour, "size": 11},
+            "textposition": "top right", "textfont": {"color": colour, "size": 11},
             "hovertemplate": f"{text(precision)} compute roof {peak:,.0f} TFLOP/s; "
                              f"ridge at {ridges[precision]:,.0f} FLOP/B<extra></extra>",
             **where})
@@ -124,21 +125,24 @@ def roofline_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     if nvlink and linked:
         data += _roofs(peaks, nvlink, [nvlink_intensity(c) or 0.0 for c in linked], "x2",
                        "NVLink")
+    numbers = point_numbers(cases)
     lines = ("useful %{y:,.1f} TFLOP/s, busiest rank", "limiter: %{customdata[1]}",
              "of each roof: %{customdata[2]}")
     for key, group in grouped(placed).items():
         custom = hover_data(group, lambda c: c.get("limiter") or "n/a",
                             lambda c: distances_text(roof_distances(c, meta)))
-        data.append(scatter(group, key, [hbm_intensity(c, hbm) for c in group],
-                            [busiest_rate(c) for c in group], custom,
-                            hover("%{x:,.1f} useful FLOP per HBM byte", *lines)))
+        data.append(numbered(scatter(
+            group, key, [hbm_intensity(c, hbm) for c in group],
+            [busiest_rate(c) for c in group], custom,
+            hover("%{x:,.1f} useful FLOP per HBM byte", *lines)), numbers_of(group, numbers)))
     for key, group in grouped(linked).items():
         custom = hover_data(group, lambda c: c.get("limiter") or "n/a",
                             lambda c: distances_text(roof_distances(c, meta)))
-        data.append(scatter(group, key, [nvlink_intensity(c) for c in group],
-                            [busiest_rate(c) for c in group], custom,
-                            hover("%{x:,.1f} forward FLOP per NVLink payload byte", *lines),
-                            xaxis="x2", yaxis="y2", showlegend=False))
+        data.append(numbered(scatter(
+            group, key, [nvlink_intensity(c) for c in group],
+            [busiest_rate(c) for c in group], custom,
+            hover("%{x:,.1f} forward FLOP per NVLink payload byte", *lines),
+            xaxis="x2", yaxis="y2", showlegend=False), numbers_of(group, numbers)))
     log = "useful TFLOP/s per GPU, busiest rank (log)"
     return figure(data, chart_layout(
         "Roofline at the busiest rank: HBM (left) and NVLink (right) roofs dashed",

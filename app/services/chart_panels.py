@@ -10,6 +10,7 @@ from typing import Any
 
 from app import figures
 from app.case_fields import CaseDict
+from app.figures.point_key import point_key
 from ingest.derived import ReportNote, report_notes
 
 # Plotly draws every point of a per-case chart as an SVG element; past a few hundred cases
@@ -54,6 +55,8 @@ class ChartPanel:
     case_count: int  # cases in view
     charted: int  # cases the chart draws (at most CHART_CASE_CAP)
     absent: str = ""  # why the view has nothing for this chart ('' when it has)
+    # (number, case id) of its numbered points, for a keyed chart (figures.point_key)
+    point_key: tuple[tuple[int, str], ...] = ()
 
 
 def chart_panels(meta: Mapping[str, Any], cases: Sequence[CaseDict], caveats: dict[str, int],
@@ -72,5 +75,6 @@ def chart_panels(meta: Mapping[str, Any], cases: Sequence[CaseDict], caveats: di
                                                        legend=False),
             notes=[notes[k] for k in keys if k in notes], caveats=caveats,
             case_count=len(cases), charted=len(drawn), absent=chart.absent(drawn),
+            point_key=point_key(drawn) if chart.keyed else (),
         ))
     return panels

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -28,12 +28,15 @@ from sqlalchemy.orm import Session
 
 from app.case_fields import CaseDict
 from app.core.errors import NotFound
+from app.figures.configuration import configuration_fields, variant
 from app.metrics import COMPARE
+from app.models import ReportRow
 from app.repository import history as history_repo
 from app.repository import pairs as pairs_repo
 from app.repository import reports as reports_repo
 from app.services import cases as case_service
 from app.services.history import report_regressions
+from app.services.platforms import cross_headline, platform_of
 from ingest.attribution import Attribution, attribute
 from ingest.grouping import Flagged, Group, group_flagged
 from ingest.regressions import Point, Settings, Verdict, judge
@@ -117,6 +120,9 @@ class Comparison:
     provenance: list[ProvenanceChange] = field(default_factory=list)
     geomeans: list[GeoMean] = field(default_factory=list)
     groups: list[Group] = field(default_factory=list)
+    # Base and head of different GPUs or shapes: cases matched by configuration, and the
+    # line that says so at the top ("GB300 vs H200: peaks differ, matched by ...").
+    headline: str | None = None
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.rows if r.verdict.status == status)
@@ -197,18 +203,29 @@ def geometric_means(rows: Sequence[CaseComparison]) -> list[GeoMean]:
             for key, logs in groups.items()]
 
 
+def by_id(case: CaseDict) -> Hashable:
+    return str(case["id"])
+
+
+def by_configuration(case: CaseDict) -> Hashable:
+    """Across GPUs and shapes (DESIGN.md "Across hardware"): case ids may differ."""
+    return (configuration_fields(case), variant(case))
+
+
 def compare(base: Sequence[CaseDict], head: Sequence[CaseDict], settings: Settings | None = None,
-            history: Mapping[str, Verdict] | None = None) -> tuple[
+            history: Mapping[str, Verdict] | None = None,
+            key: Callable[[CaseDict], Hashable] = by_id) -> tuple[
                 list[CaseComparison], list[str], list[str]]:
-    """Cases matched by id (head's order): (matched, only in base, only in head).
-    ``history``: the head report's verdicts against its series, where base precedes it."""
+    """Cases matched by ``key``, id by default (head's order): (matched, only in base, only
+    in head). ``history``: the head report's verdicts against its series, where base
+    precedes it."""
     settings = settings or Settings()
     history = history or {}
-    base_by_id = {c["id"]: c for c in base}
-    head_ids = {c["id"] for c in head}
+    base_by_id = {key(c): c for c in base}
+    head_ids = {key(c) for c in head}
     rows = []
     for case in head:
-        other = base_by_id.get(case["id"])
+        other = base_by_id.get(key(case))
         if other is None:
             continue
         found = history.get(case["id"])
@@ -220,8 +237,8 @@ def compare(base: Sequence[CaseDict], head: Sequence[CaseDict], settings: Settin
             changes={m.key: Change(metric_value(other, m.key), metric_value(case, m.key))
                      for m in METRICS},
             verdict=found, basis=basis, attribution=attribute(other, case)))
-    return (rows, [c["id"] for c in base if c["id"] not in head_ids],
-            [c["id"] for c in head if c["id"] not in base_by_id])
+    return (rows, [c["id"] for c in base if key(c) not in head_ids],
+            [c["id"] for c in head if key(c) not in base_by_id])
 
 
 def history_verdicts(session: Session, base_id: int, head_id: int,
@@ -239,19 +256,28 @@ def history_verdicts(session: Session, base_id: int, head_id: int,
 def compare_reports(session: Session, base_id: int, head_id: int,
                     settings: Settings | None = None) -> Comparison:
     settings = settings or Settings()
-    base_meta = reports_repo.get_report(session, base_id).meta
-    head_meta = reports_repo.get_report(session, head_id).meta
+    base_row = reports_repo.get_report(session, base_id)
+    head_row = reports_repo.get_report(session, head_id)
+    base_meta, head_meta = base_row.meta, head_row.meta
     history = history_verdicts(session, base_id, head_id, settings)
-    rows, only_base, only_head = compare(
-        case_service.view_cases(session, base_id), case_service.view_cases(session, head_id),
-        settings, history)
+    base_platform = platform_of(base_id, base_row.gpu, base_row.date, base_meta)
+    head_platform = platform_of(head_id, head_row.gpu, head_row.date, head_meta)
+    cross = (base_platform.gpu, base_platform.shape) != (head_platform.gpu, head_platform.shape)
+    base_cases = case_service.view_cases(session, base_id)
+    head_cases = case_service.view_cases(session, head_id)
+    rows, only_base, only_head = compare(base_cases, head_cases, settings, history,
+                                         by_configuration if cross else by_id)
+    headline = cross_headline(
+        [base_platform.gpu, head_platform.gpu], base_platform.peaks != head_platform.peaks,
+        base_platform.shape != head_platform.shape, len(rows),
+        len({by_configuration(c) for c in [*base_cases, *head_cases]})) if cross else None
     flagged = [Flagged(r.head, r.verdict.status, r.verdict.change_percent or 0.0)
                for r in rows if r.verdict.flagged]
     return Comparison(
         base_id=base_id, head_id=head_id, same_series=history is not None, settings=settings,
         rows=ranked(rows), only_base=only_base, only_head=only_head,
         provenance=provenance_diff(base_meta, head_meta), geomeans=geometric_means(rows),
-        groups=group_flagged(flagged, [r.head for r in rows]),
+        groups=group_flagged(flagged, [r.head for r in rows]), headline=headline,
     )
 
 
@@ -263,6 +289,19 @@ def default_pair(session: Session) -> tuple[int, int] | None:
         return None
     base = pairs_repo.previous_report(session, head)
     return None if base is None else (base, head)
+
+
+def no_pair_text(session: Session) -> str:
+    """Why compare opens on no pair: no report at all, or the newest has no earlier
+    report in its series."""
+    try:
+        head = reports_repo.latest_report_id(session)
+    except NotFound:
+        return "The database holds no report yet: nothing to compare."
+    gpu, date = reports_repo.report_columns(session, head, ReportRow.gpu, ReportRow.date)
+    return (f"The newest report, #{head} ({gpu}, {date}), is the first of its series (GPU "
+            "and shape): there is no earlier report to compare it with. Pick a base and a "
+            "head above, or see it beside other GPUs on the platforms page.")
 
 
 def _number(value: float) -> str:

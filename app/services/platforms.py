@@ -6,20 +6,43 @@ different GPUs and shapes line up; a matched pair is marked where meta.shape dif
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from threading import Lock
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app.case_fields import CaseDict
-from app.figures.configuration import Configuration, configuration, variant, variant_key
+from app.core.errors import NotFound
+from app.figures.configuration import (
+    Configuration,
+    configuration,
+    rank,
+    variant,
+    variant_key,
+)
+from app.figures.platform_charts import BestBars, PeakPoints
+from app.models import ReportRow
 from app.repository import reports as reports_repo
 from app.services.cases import view_cases
 from ingest.ties import Scored, best_of
 
 _SHAPE_KEYS = ("T", "D", "E", "K")
 MatchKey = tuple[Configuration, str, str]  # configuration, precision, pipeline
+
+
+# At most this many GPUs in the default pick: a page of more platforms is unreadable.
+DEFAULT_PICK = 8
+
+
+def short_gpu(gpu: str) -> str:
+    """'NVIDIA Blackwell Ultra / GB300 NVL72' -> 'GB300 NVL72'; 'NVIDIA H200' -> 'H200'."""
+    name = gpu.rsplit(" / ", 1)[-1].strip()
+    for vendor in ("NVIDIA ", "AMD "):
+        name = name.removeprefix(vendor)
+    return name or gpu
 
 
 @dataclass(frozen=True)
@@ -29,6 +52,18 @@ class Platform:
     date: str
     peaks: tuple[tuple[str, float], ...]  # precision -> theoretical TF/GPU, as the report names
     shape: tuple[tuple[str, int], ...]  # (T, D, E, K)
+
+    @property
+    def name(self) -> str:
+        return f"{short_gpu(self.gpu)} #{self.report_id}"
+
+    @property
+    def peaks_text(self) -> str:
+        return ", ".join(f"{p} {v:,.0f}" for p, v in self.peaks) + " TF/GPU"
+
+    @property
+    def shape_text(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.shape)
 
 
 @dataclass(frozen=True)
@@ -47,6 +82,14 @@ class Cell:
     tf_per_watt: float | None
     best: bool
     tied: bool  # within noise of the best: shown with ≈
+    layer_ms: float | None = None
+    percent_of_peak: float | None = None
+    percent_of_ceiling: float | None = None
+    # The busiest rank's utilisations (derived at ingest) and the roof they point to.
+    compute_util: float | None = None
+    hbm_util: float | None = None
+    nvlink_util: float | None = None
+    limiter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -66,7 +109,8 @@ class GeoMean:
     count: tuple[int, ...]
 
 
-@dataclass(frozen=True)
+# eq=False: hashed by identity, so a cached page's renderings can be cached by it.
+@dataclass(frozen=True, eq=False)
 class PlatformsPage:
     platforms: tuple[Platform, ...]
     baseline: int  # index into platforms
@@ -74,11 +118,26 @@ class PlatformsPage:
     geomeans: tuple[GeoMean, ...]
     matched: int  # rows every platform ran
     total: int
+    bars: tuple[BestBars, ...] = ()  # one per (mode, category)
+    scatter: tuple[PeakPoints, ...] = ()  # one per platform
+    modes: tuple[str, ...] = ()  # every mode and precision of the picked reports, filtered
+    precisions: tuple[str, ...] = ()  # or not: what the page's filters offer
 
     @property
     def headline(self) -> str:
-        gpus = " vs ".join(p.gpu for p in self.platforms)
-        return f"{gpus}: matched by configuration: {self.matched} of {self.total}"
+        return cross_headline([p.gpu for p in self.platforms],
+                              len({p.peaks for p in self.platforms}) > 1,
+                              len({p.shape for p in self.platforms}) > 1,
+                              self.matched, self.total)
+
+
+def cross_headline(gpus: Sequence[str], peaks_differ: bool, shapes_differ: bool,
+                   matched: int, total: int) -> str:
+    """'GB300 NVL72 vs H200: peaks differ, matched by configuration: 6 of 63'."""
+    names = " vs ".join(short_gpu(g) for g in gpus)
+    differ = [w for w, d in (("peaks", peaks_differ), ("shapes", shapes_differ)) if d]
+    said = f"{' and '.join(differ)} differ, " if differ else ""
+    return f"{names}: {said}matched by configuration: {matched} of {total}"
 
 
 def _reason(case: CaseDict) -> str | None:
@@ -100,6 +159,23 @@ def _tf_per_watt(case: CaseDict) -> float | None:
     return float(tf) / float(watts)
 
 
+def _number(case: CaseDict, key: str) -> float | None:
+    value = case.get(key)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _measures(case: CaseDict | None) -> dict[str, Any]:
+    if case is None:
+        return {}
+    return {"layer_ms": _number(case, "layerMS"),
+            "percent_of_peak": _number(case, "percentOfPeak"),
+            "percent_of_ceiling": _number(case, "percentOfMeasuredCeiling"),
+            "compute_util": _number(case, "computeUtilPercent"),
+            "hbm_util": _number(case, "hbmUtilPercent"),
+            "nvlink_util": _number(case, "nvlinkUtilPercent"),
+            "limiter": case.get("limiter")}
+
+
 def _index(cases: Sequence[CaseDict]) -> dict[MatchKey, CaseDict]:
     return {(configuration(c), *variant(c)): c for c in cases}
 
@@ -116,6 +192,7 @@ def _row(key: MatchKey, found: list[CaseDict | None], baseline: int,
     for i, case in enumerate(found):
         tf = case.get("usefulTFPerGPU") if case is not None else None
         cells.append(Cell(
+            **_measures(case),
             useful_tf=None if tf is None else float(tf),
             reason=("not run" if case is None else _reason(case)) if tf is None else None,
             ratio=float(tf) / float(base_tf) if tf is not None and base_tf else None,
@@ -143,20 +220,61 @@ def _geomeans(rows: Sequence[Row], n: int) -> tuple[GeoMean, ...]:
     return tuple(out)
 
 
-def build_platforms(inputs: Sequence[PlatformInput], baseline: int = 0) -> PlatformsPage:
+def _bars(rows: Sequence[Row], n: int) -> tuple[BestBars, ...]:
+    groups: dict[tuple[str, str], dict[Configuration, list[Row]]] = {}
+    for row in rows:
+        c = row.configuration
+        groups.setdefault((c.mode, c.category), {}).setdefault(c, []).append(row)
+    out = []
+    for (mode, category), configs in groups.items():
+        values: list[tuple[float | None, ...]] = []
+        variants: list[tuple[str, ...]] = []
+        for i in range(n):
+            best = [max(((r.cells[i].useful_tf, f"{r.precision} · {r.pipeline}")
+                         for r in members if r.cells[i].useful_tf is not None),
+                        default=(None, "")) for members in configs.values()]
+            values.append(tuple(v for v, _ in best))
+            variants.append(tuple(w for _, w in best))
+        out.append(BestBars(mode, category, tuple(c.label() for c in configs),
+                            tuple(values), tuple(variants)))
+    return tuple(out)
+
+
+def _scatter(rows: Sequence[Row], n: int) -> tuple[PeakPoints, ...]:
+    out = []
+    for i in range(n):
+        cells = [(r, r.cells[i]) for r in rows if r.cells[i].useful_tf is not None
+                 and r.cells[i].percent_of_peak is not None]
+        out.append(PeakPoints(
+            tuple(float(c.percent_of_peak or 0) for _, c in cells),
+            tuple(float(c.useful_tf or 0) for _, c in cells),
+            tuple(f"{r.configuration.label(with_category=True)} {r.precision} · {r.pipeline}"
+                  for r, _ in cells)))
+    return tuple(out)
+
+
+def build_platforms(inputs: Sequence[PlatformInput], baseline: int = 0, *,
+                    modes: Sequence[str] = (), precisions: Sequence[str] = ()) -> PlatformsPage:
+    """``modes``, ``precisions``: the configurations to keep (none given: all)."""
     if not inputs:
         raise ValueError("reports: pick at least one report")
     if not 0 <= baseline < len(inputs):
         raise ValueError(f"baseline: {baseline} is not one of the picked reports")
     indexes = [_index(i.cases) for i in inputs]
-    keys = sorted({k for index in indexes for k in index},
+    every = {k for index in indexes for k in index}
+    keys = sorted((k for k in every if (not modes or k[0].mode in modes)
+                   and (not precisions or k[1] in precisions)),
                   key=lambda k: (k[0].sort_key(), k[0].category, variant_key((k[1], k[2]))))
     shapes = [i.platform.shape for i in inputs]
     rows = tuple(_row(k, [index.get(k) for index in indexes], baseline, shapes) for k in keys)
     matched = sum(all(c.reason != "not run" for c in r.cells)
                   for r in rows)
-    return PlatformsPage(tuple(i.platform for i in inputs), baseline, rows,
-                         _geomeans(rows, len(inputs)), matched, len(rows))
+    n = len(inputs)
+    return PlatformsPage(
+        tuple(i.platform for i in inputs), baseline, rows, _geomeans(rows, n), matched,
+        len(rows), _bars(rows, n), _scatter(rows, n),
+        tuple(sorted({k[0].mode for k in every}, key=lambda m: rank("mode", m))),
+        tuple(sorted({k[1] for k in every}, key=lambda p: rank("precision", p))))
 
 
 def platform_of(report_id: int, gpu: str, date: str, meta: dict[str, Any]) -> Platform:
@@ -167,9 +285,52 @@ def platform_of(report_id: int, gpu: str, date: str, meta: dict[str, Any]) -> Pl
                     tuple((k, int(shape[k])) for k in _SHAPE_KEYS if k in shape))
 
 
-def platforms_page(session: Session, report_ids: Sequence[int],
-                   baseline_id: int | None = None) -> PlatformsPage:
-    """The page for ``report_ids`` against ``baseline_id`` (default: the first picked)."""
+def default_pick(session: Session) -> list[int]:
+    """The newest report of each GPU in the database (any series), newest first."""
+    return [i for i, _ in reports_repo.newest_per_gpu(session, DEFAULT_PICK)]
+
+
+def other_gpus(session: Session, report_id: int) -> list[tuple[str, int]]:
+    """(GPU, report id) of the newest report of each GPU other than this report's: what
+    its "compare with…" links open."""
+    (gpu,) = reports_repo.report_columns(session, report_id, ReportRow.gpu)
+    return [(g, i) for i, g in reports_repo.newest_per_gpu(session, 50) if g != gpu]
+
+
+def platforms_page(session: Session, report_ids: Sequence[int] | None,
+                   baseline_id: int | None = None, *, modes: Sequence[str] = (),
+                   precisions: Sequence[str] = ()) -> PlatformsPage:
+    """The page for ``report_ids`` (None: ``default_pick``) against ``baseline_id``
+    (default: the first picked)."""
+    if report_ids is None:
+        report_ids = default_pick(session)
+        if not report_ids:
+            raise NotFound("the database holds no report")
+    key = (tuple(report_ids), tuple(reports_repo.report_versions(session, report_ids)),
+           baseline_id, tuple(modes), tuple(precisions))
+    with _LOCK:
+        found = _PAGES.get(key)
+        if found is not None:
+            _PAGES.move_to_end(key)
+            return found
+    page = _read_page(session, report_ids, baseline_id, modes, precisions)
+    with _LOCK:
+        _PAGES[key] = page
+        while len(_PAGES) > _CACHED_PAGES:
+            _PAGES.popitem(last=False)
+    return page
+
+
+# Pages by (ids, their report_version, baseline, filters): a report's version changes with
+# any change to it, so a page is never stale. Decoding eight reports' cases is most of a
+# request; a page is looked at again and again (the page, its API, its export).
+_CACHED_PAGES = 32
+_PAGES: OrderedDict[tuple[Any, ...], PlatformsPage] = OrderedDict()
+_LOCK = Lock()
+
+
+def _read_page(session: Session, report_ids: Sequence[int], baseline_id: int | None,
+               modes: Sequence[str], precisions: Sequence[str]) -> PlatformsPage:
     inputs = []
     for report_id in report_ids:
         row = reports_repo.get_report(session, report_id)
@@ -177,4 +338,4 @@ def platforms_page(session: Session, report_ids: Sequence[int],
                                     view_cases(session, report_id)))
     baseline = 0 if baseline_id is None else list(report_ids).index(baseline_id) \
         if baseline_id in report_ids else -1
-    return build_platforms(inputs, baseline)
+    return build_platforms(inputs, baseline, modes=modes, precisions=precisions)

@@ -25,6 +25,7 @@ from app.services.comparison import previous_report
 from app.services.filter_choices import FilterOption
 from app.services.host_facts import host_facts
 from app.services.matrix import Matrix, build_matrix
+from app.services.platforms import other_gpus
 from app.services.report_view import ReportCache, ReportView, report_view
 from app.services.summary import SummaryRow, summary_rows
 from ingest.bounds import Bound, bound_sentence
@@ -46,6 +47,7 @@ class ReportPage:
     history: AgainstHistory
     host: tuple[tuple[str, str], ...]  # meta.host as (label, value)
     previous: int | None  # the report before it in its series
+    other_gpus: tuple[tuple[str, int], ...]  # (GPU, newest report of it): "compare with…"
     options: Mapping[str, list[FilterOption]]  # each filter's options with their counts
     hint: str  # '' unless no case passes the filters: then which filter to relax
     problems: tuple[str, ...]  # values of the URL that filter nothing, named
@@ -102,6 +104,7 @@ def report_page(reports: ReportCache, session: Session, report_id: int,
     return ReportPage(
         view=view, marks=marks, history=against_history(marks, view.cases, view.views),
         host=host_facts(view.meta), previous=previous_report(session, report_id),
+        other_gpus=tuple(other_gpus(session, report_id)),
         options=filter_choices.all_options(data.facets, counts, chosen),
         hint=filter_choices.empty_hint(counts, chosen) if data.cases else "",
         problems=(*problems, *([metric_problem] if metric_problem else [])),

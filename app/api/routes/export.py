@@ -16,14 +16,14 @@ from app.export.service import Export, export_compare, export_report
 
 router = APIRouter(tags=["export"])
 
-_HTML: dict[int | str, dict[str, Any]] = {
+HTML_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"content": {"text/html": {"schema": {"type": "string"}}},
           "description": "The export, as a download"},
     **READ, **errors(404),
 }
 
 
-def _download(export: Export) -> Response:
+def download(export: Export) -> Response:
     return Response(
         content=export.html.encode("utf-8"), media_type="text/html; charset=utf-8",
         headers={"Content-Disposition": f'attachment; filename="{export.filename}"',
@@ -32,7 +32,7 @@ def _download(export: Export) -> Response:
 
 
 @router.get("/reports/{report_id}/export.html", operation_id="export_report",
-            response_class=Response, responses=_HTML)
+            response_class=Response, responses=HTML_RESPONSES)
 def report_export(
     report_id: ReportId, _read: ReadAccess, session: SessionDep, filters: CaseFilterDep,
     reports: Reports,
@@ -42,13 +42,13 @@ def report_export(
     ] = DEFAULT_MATRIX_METRIC,
 ) -> Response:
     """The report page's view as one offline HTML file (the case filters of /cases)."""
-    return _download(export_report(session, report_id, filters, reports=reports,
+    return download(export_report(session, report_id, filters, reports=reports,
                                    matrix_metric=str(matrix_metric)))
 
 
 @router.get("/compare/export.html", operation_id="export_compare", response_class=Response,
-            responses=_HTML)
+            responses=HTML_RESPONSES)
 def compare_export(base: ReportIdQuery, head: ReportIdQuery, _read: ReadAccess,
                    session: SessionDep, reports: Reports) -> Response:
     """The compare page (``base`` against ``head``) as one offline HTML file."""
-    return _download(export_compare(session, base, head, reports=reports))
+    return download(export_compare(session, base, head, reports=reports))

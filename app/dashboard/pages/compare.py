@@ -11,7 +11,7 @@ from dash import Input, Output, callback, clientside_callback, dcc, html
 from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.dashboard import links, report_cache
-from app.dashboard.components import GRAPH_CONFIG, parse_report_id, table
+from app.dashboard.components import GRAPH_CONFIG, line_breaks, parse_report_id, table
 from app.services import compare_text, comparison, report_list
 from app.services.compare_page import compare_page
 from app.services.compare_text import CaseCells
@@ -20,27 +20,21 @@ dash.register_page(__name__, path="/compare", title="moescope: compare", name="C
                    order=3)  # type: ignore[no-untyped-call]
 
 
-def _lines(lines: list[str]) -> list[Any]:
-    out: list[Any] = []
-    for i, line in enumerate(lines):
-        out.extend([html.Br()] if i else [])
-        out.append(line)
-    return out
-
-
 def case_row(head: int, cells: CaseCells) -> html.Tr:
     return html.Tr([
         html.Td(dcc.Link(cells.case_id, href=links.case_href(head, cells.case_id)),
                 className="case-id"),
         html.Td(cells.verdict, className=cells.status),
         html.Td(cells.why),
-        *[html.Td(_lines(lines), className="family") for lines in cells.families],
+        *[html.Td(line_breaks(lines), className="family") for lines in cells.families],
     ])
 
 
-def comparison_view(base: int | None, head: int | None) -> html.Div:
+def comparison_view(base: int | None, head: int | None, why: str | None = None) -> html.Div:
     if base is None or head is None:
-        return html.Div("Choose a base and a head report.", className="muted")
+        return html.Div([html.P(why or "Choose a base and a head report."),
+                         *([dcc.Link("Across hardware: the platforms page", href="/platforms")]
+                           if why else [])], className="muted", id="compare-no-pair")
     with session_scope() as session:
         try:
             page = compare_page(report_cache(), session, base, head)
@@ -52,6 +46,8 @@ def comparison_view(base: int | None, head: int | None) -> html.Div:
                                        id="compare-provenance"))
     groups, result = page.groups, page.result
     return html.Div([
+        *([html.P(result.headline, id="compare-headline", className="cap-banner")]
+          if result.headline else []),
         html.H2("What differs in provenance"),
         provenance,
         html.H2("Verdict"),
@@ -81,9 +77,11 @@ def layout(base: str | None = None, head: str | None = None, **_: Any) -> html.D
     with session_scope() as session:
         options = report_list.report_options(session)
     b, h = parse_report_id(base) if base else None, parse_report_id(head) if head else None
+    why = None
     if base is None and head is None:
         with session_scope() as session:
             b, h = comparison.default_pair(session) or (None, None)
+            why = comparison.no_pair_text(session) if b is None else None
     # A requested report the pickers cannot hold would just vanish from them: say so.
     known = {o["value"] for o in options}
     missing = [f"{role} report {raw} does not exist" for role, raw, rid in
@@ -103,7 +101,7 @@ def layout(base: str | None = None, head: str | None = None, **_: Any) -> html.D
         ], className="filters"),
         dcc.Store(id="compare-search"),
         dcc.Store(id="compare-search-applied"),
-        html.Div(comparison_view(b, h), id="compare-result"),
+        html.Div(comparison_view(b, h, why), id="compare-result"),
     ])
 
 

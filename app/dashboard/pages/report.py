@@ -24,6 +24,7 @@ from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.dashboard import (
     caveat_list,
+    cross_links,
     filters,
     links,
     matrix_table,
@@ -75,6 +76,7 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         dcc.Store(id="report-figures"),
         header(view.header, parts["report-export-link.href"]),
         provenance_line(page.host, rid, page.previous),
+        cross_links.compare_with(rid, list(page.other_gpus)),
         html.Div([html.P(p) for p in page.problems], id="report-url-problems",
                  className="url-problems", hidden=not page.problems),
         filter_controls(page.options, view.filters),

@@ -98,6 +98,8 @@ def layout(q: str | None = None, page: str | None = None, **_: Any) -> html.Div:
             return html.Div([html.H1("Reports"), empty_state()])
     return html.Div([
         html.H1("Reports"),
+        html.Div(dcc.Link("Across hardware: the newest report of each GPU side by side",
+                          href="/platforms", id="reports-platforms-link"), className="links"),
         dcc.Input(id="reports-search", type="search", value=q or "", debounce=0.3,
                   placeholder="search GPU, source, date, run id", className="search"),
         html.Div(reports_page(q, _page_number(page)), id="reports-list"),
