@@ -611,7 +611,7 @@ def test_page_texts_read_the_regression_settings_they_describe() -> None:
 
     unjudged = ReportMarks({}, 0, Settings(min_points=7))
     assert "No case has 7 earlier reports" in " ".join(texts(
-        moved_cases_section(against_history(unjudged, []))))
+        moved_cases_section(against_history(unjudged, [], []))))
     point = {"status": "insufficient_history", "baselinePoints": 1}
     assert verdict_text(point) == f"fewer than {MIN_BASELINE_POINTS} earlier points (1)"
 

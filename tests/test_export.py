@@ -36,6 +36,7 @@ from app.services.case_table import TABLE_COLUMNS
 from cli import export as command
 from cli.main import main
 from cli.parser import build_parser
+from ingest.bounds import BOUND_UTIL_PERCENT
 from ingest.validate import validate_report
 
 SCRIPT_NOTE = "<script>alert(1)</script><img src=x onerror=\"alert(2)\"> & done"
@@ -428,3 +429,31 @@ def _spread(case: dict[str, Any]) -> float:
     """DESIGN.md's windowSpreadPercent, by hand: (max - min) / median of the windows."""
     windows = case["windows"]["combined"]
     return (max(windows) - min(windows)) / statistics.median(windows) * 100
+
+
+def test_export_shows_the_pages_host_line_and_limiter_words(
+    session: Session, reference: dict[str, Any]
+) -> None:
+    """What the report page shows besides the tables: meta.host's facts (or that there are
+    none), and what bounds each case in words on its limiter cell, with the busiest rank's
+    compute share worked out here: % of peak x max/mean received rows."""
+    bare = parse(exported(session, store(session, copy.deepcopy(reference))))
+    assert "host and software not reported" in bare.by_id("export-host").text
+    assert "first report of its series" in bare.by_id("export-host").text
+    reference["meta"]["host"] = {"hostname": "gb300-a", "driver": None, "cuda": "13.0"}
+    reference["meta"]["runId"] = "with-host"
+    root = parse(exported(session, store(session, reference)))
+    host = " ".join(root.by_id("export-host").text.split())
+    assert "host gb300-a" in host and "driver unknown" in host and "CUDA 13.0" in host
+    column = [name for name, _ in TABLE_COLUMNS].index("limiter")
+    peaks = reference["meta"]["theoreticalTFPerGPU"]
+    for case in reference["cases"]:
+        cell = root.by_id(f"case-{case['id']}").find_all("td")[column]
+        rows = case["receiveRows"]
+        compute = case["usefulTFPerGPU"] / peaks[case["precision"]] * 100 * max(rows) / (
+            sum(rows) / len(rows))
+        title = cell.attrs["title"]
+        if cell.text == "compute":
+            words = "compute-bound" if compute >= BOUND_UTIL_PERCENT else "nearest roof compute"
+            assert title.startswith(words) and f"({compute:.0f} %" in title, case["id"]
+        assert title, case["id"]

@@ -11,6 +11,7 @@ from dash import dcc, html
 from app.case_fields import FILTERABLE, CaseFilter
 from app.dashboard import links
 from app.dashboard.components import table
+from app.services.filter_choices import FilterOption
 from app.services.host_facts import NO_HOST
 from app.services.report_view import ReportHeader
 
@@ -51,7 +52,7 @@ def provenance_line(host: tuple[tuple[str, str], ...], report_id: int,
     return html.Div([*shown, html.Span(compare)], className="facts", id="report-provenance")
 
 
-def filter_controls(options: Mapping[str, list[dict[str, Any]]], chosen: CaseFilter
+def filter_controls(options: Mapping[str, list[FilterOption]], chosen: CaseFilter
                     ) -> html.Div:
     """A dropdown per filterable field; each option with its count under the other
     filters, disabled at 0 (services.filter_choices)."""

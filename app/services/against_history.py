@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.case_fields import CaseDict
+from app.services.case_view import CaseView
 from app.services.explain import attributions
 from app.services.history import history_path, report_regressions
 from ingest.grouping import Flagged, group_flagged
@@ -100,8 +101,10 @@ class AgainstHistory:
     groups: tuple[str, ...]  # those grouped by the dimensions they share
 
 
-def against_history(marks: ReportMarks, cases: Sequence[CaseDict]) -> AgainstHistory:
-    """``cases``: the cases in view."""
+def against_history(marks: ReportMarks, cases: Sequence[CaseDict],
+                    views: Sequence[CaseView]) -> AgainstHistory:
+    """``cases``: the cases in view (what ``ingest.grouping`` groups), ``views`` the same
+    typed (``ReportView.views``)."""
     s = marks.settings
     everywhere = sum(1 for m in marks.marks.values() if m.moved)
     if not marks.judged:
@@ -113,13 +116,14 @@ def against_history(marks: ReportMarks, cases: Sequence[CaseDict]) -> AgainstHis
                    f"median of up to {s.window} earlier reports.")
     noise = (f"Noise: the larger of {s.z:.1f} × {MAD_TO_SIGMA} × MAD of those reports, the "
              "case's own window spread and their median window spread.")
-    moved = [(c, marks.marks[c["id"]]) for c in cases
-             if c["id"] in marks.marks and marks.marks[c["id"]].moved]
-    groups = group_flagged([Flagged(c, m.status, m.change or 0.0) for c, m in moved], cases)
-    in_view = ("" if len(moved) == everywhere
-               else f"{len(moved)} of the {everywhere} moved cases are in view.")
-    judged_in_view = sum(1 for c in cases if c["id"] in marks.marks
-                         and marks.marks[c["id"]].status != "insufficient_history")
-    return AgainstHistory(summary, noise, in_view, everywhere, judged_in_view,
-                          tuple((str(c["id"]), m) for c, m in moved),
-                          tuple(g.text() for g in groups))
+    in_view = [(case, view, marks.marks.get(view.id))
+               for case, view in zip(cases, views, strict=True)]
+    moved = [(case, view.id, m) for case, view, m in in_view if m is not None and m.moved]
+    groups = group_flagged([Flagged(c, m.status, m.change or 0.0) for c, _, m in moved], cases)
+    judged_in_view = sum(1 for _, _, m in in_view
+                         if m is not None and m.status != "insufficient_history")
+    return AgainstHistory(
+        summary, noise, "" if len(moved) == everywhere
+        else f"{len(moved)} of the {everywhere} moved cases are in view.",
+        everywhere, judged_in_view, tuple((case_id, m) for _, case_id, m in moved),
+        tuple(g.text() for g in groups))

@@ -6,14 +6,22 @@ repository's (``repository.cases.option_counts``), filtered as the view's cases 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from app.case_fields import FILTERABLE, CaseField, CaseFilter
 from app.services.case_text import display_value
 
 
+class FilterOption(TypedDict):
+    """A dropdown option as Dash takes it."""
+
+    label: str  # the value and how many cases it would show
+    value: str
+    disabled: bool
+
+
 def options(values: Sequence[Any], counts: Mapping[Any, int], chosen: Sequence[Any]
-            ) -> list[dict[str, Any]]:
+            ) -> list[FilterOption]:
     """A dropdown's options: every value the report has, with its count; a value no case
     matches under the other filters is disabled (unless chosen, so it can be removed)."""
     return [{"label": f"{display_value(v)} ({counts.get(v, 0)})", "value": str(v),
@@ -21,7 +29,7 @@ def options(values: Sequence[Any], counts: Mapping[Any, int], chosen: Sequence[A
 
 
 def all_options(facets: Mapping[str, Sequence[Any]], counts: Mapping[str, Mapping[Any, int]],
-                filters: CaseFilter) -> dict[str, list[dict[str, Any]]]:
+                filters: CaseFilter) -> dict[str, list[FilterOption]]:
     """``counts``: per field, the cases each value would show under the other filters
     (repository.cases.option_counts: the same filtering as the view's)."""
     return {f.wire: options(facets.get(f.wire, []), counts.get(f.wire, {}),

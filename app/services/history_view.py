@@ -23,7 +23,7 @@ from app.services.history import (
     mark_dict,
     point_dict,
 )
-from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, MIN_BASELINE_POINTS, Settings
+from ingest.regressions import Settings
 
 # Entries the page draws per case (half points, half buckets past it): a chart 1,000 px
 # wide shows no more, and the page draws in half the time of the API's default.
@@ -149,17 +149,18 @@ def _range_links(chosen: list[str], gpu: str, series: str, metric: str, since: d
         for label, days in RANGES.items()]
 
 
-def verdict_line(point: dict[str, Any]) -> str:
-    """The newest point's verdict in words: what moved, by how much, and whether it is noise."""
+def verdict_line(point: dict[str, Any], settings: Settings) -> str:
+    """The newest point's verdict in words: what moved, by how much, and whether it is noise
+    (``settings``: those that judged it)."""
     if point["status"] == "insufficient_history":
         return (f"report #{point['reportId']}: only {point['baselinePoints']} earlier "
-                f"point(s); {MIN_BASELINE_POINTS} are needed before a change is judged")
+                f"point(s); {settings.min_points} are needed before a change is judged")
     moved = f"{point['changePercent']:+.1f} %"
     versus = (f"against the median {point['baseline']:.4g} ms of the "
               f"{point['baselinePoints']} earlier points; noise {point['noisePercent']:.1f} %")
     if point["status"] == "unchanged":
         return (f"report #{point['reportId']}: {moved} {versus}: within the noise or the "
-                f"{DEFAULT_THRESHOLD_PERCENT:g} % floor")
+                f"{settings.threshold_percent:g} % floor")
     return f"report #{point['reportId']}: {point['status']}, layer time {moved} {versus}"
 
 
@@ -227,6 +228,6 @@ def history_page(session: Session, case_ids: Sequence[str], gpu: str, series: st
         if view.buckets else "")
     return HistoryPage(
         view=view, admin=auth.admin_name(session, token),
-        verdict=verdict_line(view.latest) if view.latest else "", judged=judged,
+        verdict=verdict_line(view.latest, s) if view.latest else "", judged=judged,
         shape=", ".join(f"{k}={v}" for k, v in view.fields.items() if k != "gpu"),
         shown=shown, rows=tuple(history_rows(view.points)))

@@ -22,6 +22,7 @@ from app.services.against_history import (
     report_marks,
 )
 from app.services.comparison import previous_report
+from app.services.filter_choices import FilterOption
 from app.services.host_facts import host_facts
 from app.services.matrix import Matrix, build_matrix
 from app.services.platforms import other_gpus
@@ -47,7 +48,7 @@ class ReportPage:
     host: tuple[tuple[str, str], ...]  # meta.host as (label, value)
     previous: int | None  # the report before it in its series
     other_gpus: tuple[tuple[str, int], ...]  # (GPU, newest report of it): "compare with…"
-    options: Mapping[str, list[dict[str, Any]]]  # each filter's options with their counts
+    options: Mapping[str, list[FilterOption]]  # each filter's options with their counts
     hint: str  # '' unless no case passes the filters: then which filter to relax
     problems: tuple[str, ...]  # values of the URL that filter nothing, named
     matrix: Matrix  # for the chosen metric
@@ -101,7 +102,7 @@ def report_page(reports: ReportCache, session: Session, report_id: int,
     view = report_view(reports, session, report_id, chosen, marks.hover())
     counts = cases_repo.option_counts(session, report_id, chosen)
     return ReportPage(
-        view=view, marks=marks, history=against_history(marks, view.cases),
+        view=view, marks=marks, history=against_history(marks, view.cases, view.views),
         host=host_facts(view.meta), previous=previous_report(session, report_id),
         other_gpus=tuple(other_gpus(session, report_id)),
         options=filter_choices.all_options(data.facets, counts, chosen),
