@@ -30,8 +30,6 @@ def make_side_groups(groups: dict[int, Any], world: int, timeout: dt.timedelta) 
     """A gloo group beside the world and beside each EP group in ``groups`` (every rank
     calls this, in the same order, as ``new_group`` requires)."""
     _SIDES.clear()
-    if world == 1:
-        return
     _SIDES[None] = dist.new_group(backend="gloo", timeout=timeout)
     for ep in sorted(groups):
         group = groups[ep]
@@ -45,8 +43,8 @@ def make_side_groups(groups: dict[int, Any], world: int, timeout: dt.timedelta) 
 
 def side(group: Any) -> Any:
     """The gloo side group of ``group`` (None or WORLD: the world's). A group without one
-    (ranks a test set up on gloo itself, without ``make_side_groups``) carries the calls
-    itself."""
+    (ranks a test or bench script set up without ``make_side_groups``) carries the calls
+    itself (``_on``)."""
     if group is None or group is dist.group.WORLD:
         return _SIDES.get(None, dist.group.WORLD)
     return _SIDES.get(group, group)
@@ -54,9 +52,18 @@ def side(group: Any) -> Any:
 
 def all_reduce_ints(values: list[int], group: Any, op: Any = dist.ReduceOp.SUM) -> list[int]:
     """``values`` reduced over ``group``'s ranks, on its side group."""
-    tensor = torch.tensor(values, dtype=torch.int64)
-    dist.all_reduce(tensor, op=op, group=side(group))
-    return [int(v) for v in tensor]
+    gloo = side(group)
+    tensor = torch.tensor(values, dtype=torch.int64, device=_on(gloo))
+    dist.all_reduce(tensor, op=op, group=gloo)
+    return [int(v) for v in tensor.cpu()]
+
+
+def _on(group: Any) -> torch.device:
+    """Where ``group``'s tensors live: the CPU, unless it is a group without a side group
+    on NCCL (then this rank's GPU)."""
+    if dist.get_backend(group) == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 def barrier(group: Any = None) -> None:
@@ -71,22 +78,23 @@ def wait_for_case() -> None:
 
 
 def broadcast_flag(flag: bool) -> bool:
-    tensor = torch.tensor([int(flag)], dtype=torch.int64)
-    dist.broadcast(tensor, src=0, group=side(None))
+    gloo = side(None)
+    tensor = torch.tensor([int(flag)], dtype=torch.int64, device=_on(gloo))
+    dist.broadcast(tensor, src=0, group=gloo)
     return bool(tensor.item())
 
 
 def all_gather_bytes(data: bytes, group: Any) -> list[bytes]:
     """Every rank's ``data`` over ``group``, on its side group."""
-    payload = torch.tensor(list(data), dtype=torch.uint8)
-    size = torch.tensor([payload.numel()], dtype=torch.int64)
     gloo = side(group)
+    payload = torch.tensor(list(data), dtype=torch.uint8, device=_on(gloo))
+    size = torch.tensor([payload.numel()], dtype=torch.int64, device=payload.device)
     world = dist.get_world_size(gloo)
     sizes = [torch.zeros_like(size) for _ in range(world)]
     dist.all_gather(sizes, size, group=gloo)
     longest = int(max(int(s) for s in sizes))
-    padded = torch.zeros(longest, dtype=torch.uint8)
+    padded = torch.zeros(longest, dtype=torch.uint8, device=payload.device)
     padded[:payload.numel()] = payload
     chunks = [torch.zeros_like(padded) for _ in range(world)]
     dist.all_gather(chunks, padded, group=gloo)
-    return [bytes(c[:int(n)].tolist()) for c, n in zip(chunks, sizes, strict=True)]
+    return [bytes(c[:int(n)].cpu().tolist()) for c, n in zip(chunks, sizes, strict=True)]

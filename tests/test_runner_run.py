@@ -47,7 +47,8 @@ SKIPPED = "inference-ep4-bf16-standard-tiny-F64-i1"
 
 def matrix_text() -> str:
     lines = ["seed = 3", "[shape]", f"T = {SHAPE.T}", f"D = {SHAPE.D}", f"E = {SHAPE.E}",
-             f"K = {SHAPE.K}", "[timing]", "windows = 3", "iterations = 1", "warmup = 1"]
+             f"K = {SHAPE.K}", "[timing]", "windows = 3", "iterations = 1", "warmup = 1",
+             "warmup_ms = 0"]
     cases = [*[(m, p, pipe, i, 2) for m, p, pipe, i in CASES],
              ("inference", "bf16", "standard", 1.0, 4)]
     for mode, precision, pipeline, imbalance, ep in cases:

@@ -29,7 +29,8 @@ EMPTY_EXPERT = [CaseSpec(m, 2, "nvfp4", "staged", "zero", 64, 1.0) for m in MODE
 
 def matrix_text(cases: list[CaseSpec]) -> str:
     lines = ["seed = 2", "[shape]", f"T = {SHAPE.T}", f"D = {SHAPE.D}", f"E = {SHAPE.E}",
-             f"K = {SHAPE.K}", "[timing]", "windows = 1", "iterations = 1", "warmup = 1"]
+             f"K = {SHAPE.K}", "[timing]", "windows = 1", "iterations = 1", "warmup = 1",
+             "warmup_ms = 0"]
     for c in cases:
         lines += ["[[case]]", f'mode = "{c.mode}"', f"ep = {c.ep}", f'precision = "{c.precision}"',
                   f'pipeline = "{c.pipeline}"', f"F = {c.F}", f"imbalance = {c.imbalance}",
