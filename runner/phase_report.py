@@ -134,7 +134,8 @@ def in_layer_fields(outcomes: list[RankOutcome], forward_ms: float) -> dict[str,
     first = outcomes[0]
     windows = first.in_layer_phase_windows
     if windows is None or any(o.in_layer_phase_windows is None for o in outcomes):
-        reason = next((o.in_layer_note for o in outcomes if o.in_layer_note), None)
+        reason = next((o.in_layer_note for o in outcomes
+                       if o.in_layer_phase_windows is None and o.in_layer_note), None)
         return {"inLayerPhaseNote": reason} if reason else {}
     ms = {p: _median(windows[p]) for p in IN_LAYER_PHASES if p in windows}
     if len(ms) < len(IN_LAYER_PHASES) or min(ms.values()) <= 0:

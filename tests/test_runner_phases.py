@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from runner.phase_report import phase_fields
 from runner.phases import RowSplit, row_split
-from runner.report import RankOutcome, phase_fields
+from runner.report import RankOutcome
 
 
 def _outcome(rank: int, **phase: Any) -> RankOutcome:
@@ -89,3 +90,37 @@ def test_no_row_crossing_gives_no_bandwidth() -> None:
 def test_row_split_own_rows_stay() -> None:
     assert row_split([3, 5, 2], 1) == RowSplit(local=5, remote=5)
     assert row_split([4], 0) == RowSplit(local=4, remote=0)  # one rank: nothing crosses
+
+
+def test_the_busiest_rank_is_the_one_that_sends_most_when_it_sends_more() -> None:
+    # Rank 0 receives 3000 bytes in the combine's place of rank 1's 5000, but sends 9000
+    # back: its remote max(TX, RX) is 9000, the figure the combine's bandwidth counts.
+    ranks = _two_ranks()
+    for o, dispatch_tx, combine_tx in zip(ranks, (500, 2000), (9000, 100), strict=True):
+        o.dispatch_sent_remote_bytes, o.combine_sent_remote_bytes = dispatch_tx, combine_tx
+    fields = phase_fields(ranks, forward_ms=2.5, backward_ms=None)
+    assert fields["combineSentRemoteBytes"] == [9000, 100]
+    assert fields["combineBusiestRank"] == 0
+    assert fields["combineGBps"] == pytest.approx(9000 / 0.5e-3 / 1e9)
+    # The dispatch: rank 0's 3000 received beats rank 1's 2000 sent and 1000 received.
+    assert fields["dispatchBusiestRank"] == 0
+    assert fields["dispatchGBps"] == pytest.approx(3000 / 0.375e-3 / 1e9)
+
+
+def test_in_layer_phases_beside_the_isolated_ones() -> None:
+    ranks = _two_ranks()
+    inside = {"dispatch": [0.25, 0.5, 0.25], "experts": [1.0, 1.0, 1.25],
+              "combine": [0.125, 0.25, 0.25]}
+    for o in ranks:
+        o.in_layer_phase_windows, o.in_layer_note = inside, "wall clock (test)"
+    fields = phase_fields(ranks, forward_ms=1.25, backward_ms=None)
+    assert fields["inLayerPhaseMS"] == {"dispatch": 0.25, "experts": 1.0, "combine": 0.25}
+    assert fields["inLayerPhaseSumMS"] == pytest.approx(1.5)
+    assert fields["inLayerPhaseGapMS"] == pytest.approx(-0.25)  # the phases overlap
+    assert fields["inLayerPhaseNote"].startswith("wall clock (test); the phases sum to 1.5 ms")
+    assert fields["phaseMS"] == {"dispatch": 0.375, "experts": 1.25, "combine": 0.5}
+    # A rank without marks (a compiled layer): no in-layer view, the reason kept.
+    ranks[1].in_layer_phase_windows, ranks[1].in_layer_note = None, "compiled layer"
+    fields = phase_fields(ranks, forward_ms=1.25, backward_ms=None)
+    assert fields["inLayerPhaseMS"] is None
+    assert fields["inLayerPhaseNote"] == "compiled layer"
