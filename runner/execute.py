@@ -17,9 +17,10 @@ from typing import Any, TypeVar
 import torch
 
 from runner.compiles import COMPILES
+from runner.expert_kernels import EXPERT_KERNELS
+from runner.experts import Experts
 from runner.gpustate import Sampler
 from runner.graphs import Steps, inference_steps, relative_error, training_steps
-from runner.layer import EXPERT_KERNELS, Experts
 from runner.matrix import Timing
 from runner.memory import MemoryStats, memory_stats
 from runner.native import USAGE as NATIVE

@@ -74,7 +74,7 @@ def wire_operand(wire: torch.Tensor, precision: str, n: int) -> Operand:
     """Received wire rows (``quant.pack_rows``) of n elements as a GEMM operand, with the
     senders' block scales: no second quantization. nvfp4: ``_scaled_mm`` takes one fp32
     tensor scale per operand, so the dispatch agrees one over its group (the senders'
-    largest amax, ``runner.layer``); every row carries it (zero bytes in padded rows)."""
+    largest amax, ``runner.collectives``); every row carries it (zero bytes in padded rows)."""
     data, scales, tensor_scales = wire_parts(wire, precision, n)
     if tensor_scales is None:
         return Operand(data, scales, None)
@@ -103,7 +103,7 @@ def gemm(a: Operand, b: Operand, precision: str) -> torch.Tensor:
 
 def scaled_gemm(x: torch.Tensor, w: torch.Tensor, precision: str) -> torch.Tensor:
     """``x @ w`` ([n, K] @ [K, N] -> [n, N] bf16) with both operands quantized along K (the
-    start-up probe's one-off; the layer quantizes its weights once, see runner.layer)."""
+    start-up probe's one-off; the layer quantizes its weights once, see runner.experts)."""
     # [N, K]: quantized along K, and column-major once transposed
     return gemm(quantize_operand(x, precision), quantize_operand(w.t().contiguous(), precision),
                 precision)

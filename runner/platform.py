@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from runner.layer import grouped_mm_probe
+from runner.grouped_probe import grouped_mm_probe
 from runner.native import scaled_gemm
 from runner.quant import fake_quantize
 

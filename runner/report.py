@@ -79,7 +79,7 @@ class RankOutcome:
     gpu_state: dict[str, Any] | None = None  # runner.gpustate.summary
     gpu_state_reason: str | None = None  # why gpu_state is None
     notes: list[str] = field(default_factory=list)
-    expert_kernel: str | None = None  # runner.layer.EXPERT_KERNELS over the timed passes
+    expert_kernel: str | None = None  # runner.expert_kernels.EXPERT_KERNELS over the timed passes
     # every timed iteration's ms per kind (combined, forward, backward), max over ranks
     iterations: dict[str, list[float]] | None = None
     setup_s: float | None = None  # case start to its first timed window, this rank

@@ -13,8 +13,8 @@ import torch.distributed as dist
 from live import free_port
 from torch.multiprocessing.spawn import spawn
 
+from runner.experts import Experts, make_experts
 from runner.graphs import NO_GRAPHS, agree_on_capture, training_steps
-from runner.layer import Experts, make_experts
 from runner.oom import STATE as OOM
 
 
