@@ -39,8 +39,8 @@ from runner.weights import WEIGHTS, WeightKey
 # all ranks; training: the worst of the output and every gradient). bf16 rounds inputs,
 # weights, the hidden activation and outputs at 2^-9; mxfp8 adds e4m3's 2^-4 steps (its
 # power-of-two block scale rounds up, so nothing saturates); nvfp4's e2m1 has one mantissa
-# bit.
-ERROR_BOUNDS = {"bf16": 2e-2, "mxfp8": 1.2e-1, "nvfp4": 3.5e-1}
+# bit; fp8 (e4m3, fp32 scales of 128 elements) is mxfp8's element format.
+ERROR_BOUNDS = {"bf16": 2e-2, "mxfp8": 1.2e-1, "nvfp4": 3.5e-1, "fp8": 1.2e-1}
 REFERENCE_DTYPE = torch.float32
 NVLINK_SECONDS = 1.0
 
@@ -202,6 +202,7 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
     # The layer's peaks: before any later pass (phases, the reference) allocates more.
     allocated, reserved = memory.read(flush.nbytes if flush else 0)
     expert_kernel = EXPERT_KERNELS.kernel  # the timed passes' (the reference loops)
+    fp8_scaling = EXPERT_KERNELS.scaling
     phase_times: PhaseTimes | None = None
     if built is not None and steps is not None:
         b = built
@@ -249,7 +250,8 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
         emulated=spec.quantized and not NATIVE.all_native,
         **phase_outcome(phase_times),
         gpu_state=gpu_state, gpu_state_reason=gpu_state_reason,
-        expert_kernel=expert_kernel, iterations=iterations or None,
+        expert_kernel=expert_kernel, fp8_scaling=fp8_scaling,
+        iterations=iterations or None,
         setup_s=first_window[0] - started if first_window else None,
         compile_s=compile_s if compiled or compiled_graphs else None,
         compiled_graphs=compiled_graphs if compiled or compiled_graphs else None,

@@ -12,7 +12,15 @@ import torch
 import torch.nn.functional as F
 
 from runner.experts import ExpertFn, Experts, expert_weights, native_operands, rows_on_grid
-from runner.native import USAGE, Operand, gemm, quantize_operand
+from runner.native import (
+    FP8,
+    USAGE,
+    Operand,
+    fp8_grouped_gemm,
+    gemm,
+    quantize_operand,
+    stack_operands,
+)
 from runner.quant import fake_quantize
 
 
@@ -23,9 +31,20 @@ class KernelUsage:
     (a compiled call runs no Python): mega records through ``recording``."""
 
     names: set[str] = field(default_factory=set)
+    scalings: set[str] = field(default_factory=set)  # fp8's recipes (runner.native)
 
     def reset(self) -> None:
         self.names.clear()
+        self.scalings.clear()
+
+    def record_scaling(self, precision: str, scaling: str) -> None:
+        if precision == "fp8" and not torch.compiler.is_compiling():
+            self.scalings.add(scaling)
+
+    @property
+    def scaling(self) -> str | None:
+        """fp8's scaling recipe(s) the expert GEMMs used, "+"-joined; None if no fp8 ran."""
+        return "+".join(sorted(self.scalings)) or None
 
     def record(self, name: str) -> None:
         if not torch.compiler.is_compiling():
@@ -45,6 +64,7 @@ def experts_loop(rows: torch.Tensor, experts: Experts, counts: list[int], offs: 
                  ) -> torch.Tensor:
     """Expert by expert: the fallback where ``torch._grouped_mm`` does not run."""
     EXPERT_KERNELS.record("loop")
+    EXPERT_KERNELS.record_scaling(precision, "blockwise")
     gate, up, down = expert_weights(experts, precision)
     x = rows_on_grid(rows, precision, on_grid)
     if not counts:
@@ -64,6 +84,7 @@ def experts_grouped(rows: torch.Tensor, experts: Experts, counts: list[int],
     """All experts in one ``torch._grouped_mm`` per GEMM (gate, up, down); ``offs``: the
     int32 end row of each expert's group (empty groups repeat the previous end)."""
     EXPERT_KERNELS.record("grouped_mm")
+    EXPERT_KERNELS.record_scaling(precision, "blockwise")
     gate, up, down = expert_weights(experts, precision)
     x = rows_on_grid(rows, precision, on_grid)
     h = F.silu(torch._grouped_mm(x, gate, offs=offs)) * torch._grouped_mm(x, up, offs=offs)
@@ -102,11 +123,12 @@ def recording(fn: ExpertFn, compiled: ExpertFn) -> ExpertFn:
 
 
 def experts_native(fallback: ExpertFn) -> ExpertFn:
-    """Expert by expert through native block-scaled GEMMs (``runner.native``) when no
-    gradient is needed; ``fallback`` (emulated) otherwise. Counted in ``USAGE``. The
-    weights come quantized from the build; the rows as the wire delivered them (``wire``)
-    or else quantized once over all experts' rows (one tensor scale, as the emulation
-    does), and the hidden activation quantized once over all experts' rows."""
+    """Native scaled GEMMs (``runner.native``) when no gradient is needed; ``fallback``
+    (emulated) otherwise. Counted in ``USAGE``. The weights come quantized from the
+    build; the rows as the wire delivered them (``wire``) or else quantized once over all
+    experts' rows (one tensor scale, as the emulation does), and the hidden activation
+    quantized once over all experts' rows. fp8 under the rowwise recipe with the grouped
+    kernel: one ``torch._scaled_grouped_mm`` per GEMM; else one ``_scaled_mm`` per expert."""
     def run(rows: torch.Tensor, experts: Experts, counts: list[int], offs: torch.Tensor,
             precision: str, on_grid: bool = False, wire: Operand | None = None
             ) -> torch.Tensor:
@@ -116,19 +138,44 @@ def experts_native(fallback: ExpertFn) -> ExpertFn:
             USAGE.emulated += 1
             return fallback(rows, experts, counts, offs, precision, on_grid, None)
         USAGE.native += 1
+        EXPERT_KERNELS.record_scaling(precision, FP8.scaling)
+        x = wire if wire is not None else quantize_operand(rows, precision)
+        if precision == "fp8" and FP8.grouped:
+            EXPERT_KERNELS.record("scaled_grouped_mm")
+            return _native_grouped(x, rows, experts, offs)
         EXPERT_KERNELS.record("scaled_mm_loop")
         if rows.shape[0] == 0:
             return rows.new_zeros((0, experts.down.shape[-1]))
-        q = experts.quantized
-        gate, up, down = (q.native if q is not None and q.precision == precision
-                          and q.native is not None else
-                          [native_operands(w, precision) for w in experts.parameters()])
-        starts = list(itertools.accumulate(counts, initial=0))
-        ranges = [(e, starts[e], starts[e] + n) for e, n in enumerate(counts) if n]
-        x = wire if wire is not None else quantize_operand(rows, precision)
-        hidden = torch.cat([F.silu(gemm(x.rows(a, b), gate[e], precision))
-                            * gemm(x.rows(a, b), up[e], precision) for e, a, b in ranges])
-        h = quantize_operand(hidden, precision)
-        return torch.cat([gemm(h.rows(a, b), down[e], precision) for e, a, b in ranges])
+        return _native_loop(x, experts, counts, precision)
 
     return run
+
+
+def _native_operands(experts: Experts, precision: str) -> list[list[Operand]]:
+    q = experts.quantized
+    if q is not None and q.precision == precision and q.native is not None:
+        return q.native
+    return [native_operands(w, precision) for w in experts.parameters()]
+
+
+def _native_loop(x: Operand, experts: Experts, counts: list[int], precision: str
+                 ) -> torch.Tensor:
+    gate, up, down = _native_operands(experts, precision)
+    starts = list(itertools.accumulate(counts, initial=0))
+    ranges = [(e, starts[e], starts[e] + n) for e, n in enumerate(counts) if n]
+    hidden = torch.cat([F.silu(gemm(x.rows(a, b), gate[e], precision))
+                        * gemm(x.rows(a, b), up[e], precision) for e, a, b in ranges])
+    h = quantize_operand(hidden, precision)
+    return torch.cat([gemm(h.rows(a, b), down[e], precision) for e, a, b in ranges])
+
+
+def _native_grouped(x: Operand, rows: torch.Tensor, experts: Experts, offs: torch.Tensor
+                    ) -> torch.Tensor:
+    """fp8 rowwise through ``torch._scaled_grouped_mm`` (no host copy of the counts)."""
+    q = experts.quantized
+    gate, up, down = (q.grouped if q is not None and q.grouped is not None else
+                      [stack_operands(o) for o in _native_operands(experts, "fp8")])
+    if rows.shape[0] == 0:
+        return rows.new_zeros((0, experts.down.shape[-1]))
+    hidden = F.silu(fp8_grouped_gemm(x, gate, offs)) * fp8_grouped_gemm(x, up, offs)
+    return fp8_grouped_gemm(quantize_operand(hidden, "fp8"), down, offs)

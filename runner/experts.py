@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from runner.native import Operand, quantize_operand
-from runner.quant import fake_quantize
+from runner.native import FP8, Operand, quantize_operand, stack_operands
+from runner.quant import fake_quantize, fake_quantize_weight
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,8 @@ class QuantizedWeights:
     precision: str
     emulated: list[torch.Tensor]  # gate, up, down dequantized: [El, in, out], bf16
     native: list[list[Operand]] | None  # gate, up, down: per expert, [out, in] along in
+    # gate, up, down: all experts stacked, for fp8's torch._scaled_grouped_mm (rowwise)
+    grouped: list[Operand] | None = None
 
 
 @dataclass
@@ -68,18 +70,20 @@ def quantize_experts(experts: Experts, precision: str, native: bool) -> Experts:
         params = [w.detach() for w in experts.parameters()]
         emulated = [_on_grid(w, precision) for w in params]
         operands = [native_operands(w, precision) for w in params] if native else None
+        grouped = ([stack_operands(o) for o in operands]
+                   if operands and precision == "fp8" and FP8.grouped else None)
     return Experts(experts.gate, experts.up, experts.down,
-                   QuantizedWeights(precision, emulated, operands))
+                   QuantizedWeights(precision, emulated, operands, grouped))
 
 
 def _on_grid(w: torch.Tensor, precision: str) -> torch.Tensor:
     """[El, in, out] on the grid, each expert its own tensor; blocks along ``in`` (the
     GEMM's reduction dimension)."""
-    return torch.stack([fake_quantize(m.t(), precision).t() for m in w.unbind(0)])
+    return torch.stack([fake_quantize_weight(m.t(), precision).t() for m in w.unbind(0)])
 
 
 def native_operands(w: torch.Tensor, precision: str) -> list[Operand]:
-    return [quantize_operand(m.t().contiguous(), precision) for m in w.unbind(0)]
+    return [quantize_operand(m.t().contiguous(), precision, weight=True) for m in w.unbind(0)]
 
 
 class StraightThrough(torch.autograd.Function):

@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingest.derived import clock_event_names
+from ingest.precisions import BLOCK_ELEMENTS
 from ingest.schema import wire_dict
 from ingest.validate import validate_case, validate_report
 from runner.ceilings import ceiling_note
 from runner.matrix import Matrix, Timing
-from runner.model import BLOCK_ELEMENTS, logical_payload_rank0, model_case, runner_scratch_bytes
+from runner.model import logical_payload_rank0, model_case, runner_scratch_bytes
 from runner.spec import CaseSpec, Shape
 
 PHASE_NOTE = (
@@ -80,6 +81,7 @@ class RankOutcome:
     gpu_state_reason: str | None = None  # why gpu_state is None
     notes: list[str] = field(default_factory=list)
     expert_kernel: str | None = None  # runner.expert_kernels.EXPERT_KERNELS over the timed passes
+    fp8_scaling: str | None = None  # the fp8 recipe(s) of those passes: blockwise, rowwise
     # every timed iteration's ms per kind (combined, forward, backward), max over ranks
     iterations: dict[str, list[float]] | None = None
     setup_s: float | None = None  # case start to its first timed window, this rank
@@ -177,6 +179,9 @@ def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[RankOutcome],
                       for k in o.expert_kernel.split("+")})
     if kernels:
         case["expertKernel"] = "+".join(kernels)
+    scalings = sorted({s for o in outcomes if o.fp8_scaling for s in o.fp8_scaling.split("+")})
+    if scalings:
+        case["fp8Scaling"] = "+".join(scalings)
     if first.iterations:
         case["iterationMS"] = {kind: iteration_percentiles(times)
                                for kind, times in first.iterations.items() if times}
@@ -445,10 +450,16 @@ def _notes(facts: PlatformFacts, matrix_timing: Timing, pipeline_notes: list[str
             "probe ran them and matched the emulated GEMM, for inference in the standard "
             "and staged pipelines; elsewhere (training: no scaled-GEMM backward here; "
             "mega: compiled emulation) the GEMMs emulate: dequantize, bf16 GEMM. A case "
-            "says emulated=false only when all its expert GEMMs ran natively. No grouped "
-            "scaled GEMM: torch._scaled_grouped_mm's mxfp8 and nvfp4 kernels come only "
-            "with FBGEMM GenAI builds (sm_90/sm_100) and were not validated on hardware "
-            "here, so the native path runs one torch._scaled_mm per expert. Probe: "
+            "says emulated=false only when all its expert GEMMs ran natively. mxfp8 and "
+            "nvfp4 have no grouped scaled GEMM here: torch._scaled_grouped_mm's kernels for "
+            "them are Blackwell-only (sm_100, FBGEMM/MSLK builds) and not validated on "
+            "hardware, so they run one torch._scaled_mm per expert. fp8 is e4m3 with fp32 "
+            "scales (DeepSeek-V3's recipe): 1x128 along each row of activations (a "
+            "dispatched row is D + 4*D/128 bytes), 128x128 tiles of weights; natively "
+            "blockwise through torch._scaled_mm per expert (cuBLAS, sm_90 only), else "
+            "rowwise (one scale per row) through torch._scaled_grouped_mm (sm_90/sm_100); "
+            "the recipe the GEMMs used is each case's fp8Scaling, what the probe tried is "
+            "the host's fp8Native. Probe: "
             + ", ".join(f"{p} {'ran' if ran else 'unavailable'}"
                         for p, ran in facts.host.get("nativeScaledGEMM", {}).items())
             + "."),
