@@ -51,6 +51,9 @@ class GroupedCeiling(WireModel):
     D: PositiveCount
     F: PositiveCount
     pipeline: Name | None = None
+    # training: forward and backward GEMMs (the case's useful FLOPs); None: an older
+    # runner's forward GEMMs, taken for either mode
+    mode: Literal["inference", "training"] | None = None
     gemmExperts: Count | None = None  # experts with rows in one of its GEMMs
     gemmRowsPerExpert: Count | None = None
     stages: PositiveCount | None = None

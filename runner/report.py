@@ -180,8 +180,7 @@ def build_case(spec: CaseSpec, matrix: Matrix, outcomes: list[RankOutcome],
     if kernels:
         case["expertKernel"] = "+".join(kernels)
     scalings = sorted({s for o in outcomes if o.fp8_scaling for s in o.fp8_scaling.split("+")})
-    if scalings:
-        case["fp8Scaling"] = "+".join(scalings)
+    case["fp8Scaling"] = "+".join(scalings) or None  # null: not an fp8 case
     if first.iterations:
         case["iterationMS"] = {kind: iteration_percentiles(times)
                                for kind, times in first.iterations.items() if times}

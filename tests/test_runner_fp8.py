@@ -157,3 +157,112 @@ def test_fp8_dispatch_moves_d_plus_4d_over_128_bytes_a_row(
     for rank, rows in enumerate(standard["receiveRows"]):
         assert standard["dispatchLocalBytes"][rank] + standard["dispatchRemoteBytes"][rank] \
             == rows * 2 * D
+
+
+# --- native fp8 GEMMs on the CPU ----------------------------------------------------------
+# Rowwise torch._scaled_mm runs on the CPU; the blockwise one (cuBLAS, sm_90) and
+# torch._scaled_grouped_mm (CUTLASS, sm_90/sm_100) do not, so they are replaced by CPU
+# renderings that first check the layouts ScaledBlas.cpp / GroupedBlas.cpp accept.
+
+def _decode(data: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """e4m3 [rows, K] times fp32 scales [rows, K/128] or [rows/128, K/128] or [rows, 1]."""
+    v = data.float()
+    rows, k = v.shape
+    if scales.shape == (rows, 1):
+        return v * scales
+    if scales.shape == (rows, k // 128):
+        return v * scales.repeat_interleave(128, 1)
+    return v * scales.repeat_interleave(128, 0).repeat_interleave(128, 1)
+
+
+def _size_stride(t: torch.Tensor, dim: int, size: int, stride: int) -> bool:
+    """ScaledBlas.cpp's check_size_stride: a dimension of size 1 has no meaningful stride."""
+    return t.shape[dim] == size and (size <= 1 or t.stride(dim) == stride)
+
+
+def _blockwise_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
+                  scale_b: torch.Tensor, out_dtype: torch.dtype, **_: Any) -> torch.Tensor:
+    m, k = a.shape
+    n = b.shape[1]
+    assert b.t().is_contiguous(), "B column-major"
+    # is_blockwise_1x128_scaling(a, scale_a): (M, K/128), outer-dim-major
+    assert _size_stride(scale_a, 0, m, 1) and _size_stride(scale_a, 1, k // 128, m)
+    # is_blockwise_128x128_scaling(b.t(), scale_b.t()): (N/128, K/128), strides (K/128, 1)
+    sb = scale_b.t()
+    assert _size_stride(sb, 0, n // 128, k // 128) and _size_stride(sb, 1, k // 128, 1)
+    return (_decode(a, scale_a) @ _decode(b.t(), scale_b.t()).t()).to(out_dtype)
+
+
+def _grouped_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
+                scale_b: torch.Tensor, offs: torch.Tensor, out_dtype: torch.dtype,
+                **_: Any) -> torch.Tensor:
+    groups, k, n = b.shape
+    assert a.is_contiguous() and b.transpose(-2, -1).is_contiguous(), "mat2 transposed"
+    assert scale_a.shape == (a.shape[0],) and scale_b.shape == (groups, n)
+    assert offs.dtype == torch.int32 and offs.shape == (groups,)
+    ends = [0, *offs.tolist()]
+    return torch.cat([(a[s:e].float() * scale_a[s:e, None]) @ (b[g].float() * scale_b[g])
+                      for g, (s, e) in enumerate(zip(ends, ends[1:], strict=False))]
+                     ).to(out_dtype)
+
+
+@pytest.fixture
+def fp8_recipe() -> Any:
+    saved = (native.FP8.scaling, native.FP8.grouped)
+    yield native.FP8
+    native.FP8.scaling, native.FP8.grouped = saved
+
+
+def _by_hand(rows: torch.Tensor, experts: Any, counts: list[int], weight: Any, act: Any
+             ) -> torch.Tensor:
+    """The SwiGLU experts on the recipe's grid, float32 products rounded to bf16 where the
+    GEMMs output bf16: ``weight`` / ``act`` put a [out, in] weight / [rows, K] activation
+    on the grid."""
+    x, out, start = act(rows), [], 0
+    for e, n in enumerate(counts):
+        xe = x[start:start + n]
+        g, u = (weight(w[e].t()).t() for w in (experts.gate, experts.up))
+        gate, up = (xe @ g).bfloat16(), (xe @ u).bfloat16()
+        out.append(((torch.nn.functional.silu(gate) * up).float(), e))
+        start += n
+    h = act(torch.cat([o for o, _ in out]))
+    ends = [0, *torch.tensor(counts).cumsum(0).tolist()]
+    return torch.cat([h[ends[e]:ends[e + 1]] @ weight(experts.down[e].t()).t()
+                      for _, e in out])
+
+
+def _rowwise(m: torch.Tensor) -> torch.Tensor:
+    data, scale = quantize_fp8_rowwise(m)
+    return data.view(torch.float8_e4m3fn).float() * scale
+
+
+@pytest.mark.parametrize("recipe", ["rowwise", "blockwise", "grouped"])
+def test_native_fp8_experts_match_the_recipe_by_hand(
+        recipe: str, fp8_recipe: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runner.expert_kernels import EXPERT_KERNELS, experts_loop, experts_native
+    from runner.experts import make_experts, quantize_experts
+
+    fp8_recipe.scaling = "blockwise" if recipe == "blockwise" else "rowwise"
+    fp8_recipe.grouped = recipe == "grouped"
+    if recipe == "blockwise":
+        monkeypatch.setattr(torch, "_scaled_mm", _blockwise_mm)
+    if recipe == "grouped":
+        monkeypatch.setattr(torch, "_scaled_grouped_mm", _grouped_mm, raising=False)
+    counts = [5, 0, 11]
+    experts = quantize_experts(make_experts(128, 256, 0, 3, 7, torch.bfloat16,
+                                            torch.device("cpu")), "fp8", native=True)
+    rows = torch.randn(16, 128, generator=torch.Generator().manual_seed(2)).bfloat16()
+    offs = torch.tensor(counts).cumsum(0).to(torch.int32)
+    EXPERT_KERNELS.reset()
+    with torch.no_grad():
+        got = experts_native(experts_loop)(rows, experts, counts, offs, "fp8")
+    if recipe == "blockwise":
+        want = _by_hand(rows.float(), experts, counts,
+                        lambda w: fake_quantize_weight(w.float(), "fp8"),
+                        lambda a: fake_quantize(a.float(), "fp8"))
+    else:
+        want = _by_hand(rows.float(), experts, counts, _rowwise, _rowwise)
+    assert float((got.float() - want).norm() / want.norm()) < 1e-2
+    assert EXPERT_KERNELS.scaling == fp8_recipe.scaling
+    assert EXPERT_KERNELS.kernel == ("scaled_grouped_mm" if recipe == "grouped"
+                                     else "scaled_mm_loop")
