@@ -24,7 +24,7 @@ from runner.fp8 import (
     quantize_fp8_rowwise,
     quantize_fp8_tiles,
 )
-from runner.fp8_probe import probe_fp8
+from runner.fp8_probe import first_native, probe_fp8, try_candidate
 from runner.model import capacity_rows, runner_scratch_bytes
 from runner.platform import datasheet_peaks
 from runner.quant import fake_quantize, fake_quantize_weight, pack_rows, unpack_rows, wire_width
@@ -100,6 +100,21 @@ def test_probe_on_the_cpu_records_emulation() -> None:
     assert not found.native and found.scaling is None
     assert found.reason is not None and "CUDA" in found.reason
     assert native.FP8.scaling == "blockwise" and not native.FP8.grouped
+
+
+def test_probe_falls_back_and_records_why(fp8_recipe: Any) -> None:
+    """The candidates in order on the CPU, for real: torch's CPU has no blockwise
+    ``_scaled_mm`` (ValueError) and no ``_scaled_grouped_mm`` (NotImplementedError), and
+    its rowwise ``_scaled_mm`` agrees with the rowwise emulation: that one is chosen, the
+    two failures before it recorded."""
+    assert try_candidate(torch.device("cpu"), "rowwise", False) is None
+    found = first_native(torch.device("cpu"))
+    assert (found.scaling, found.grouped) == ("rowwise", False)
+    assert (fp8_recipe.scaling, fp8_recipe.grouped) == ("rowwise", False)
+    assert found.reason is not None
+    blockwise, grouped = found.reason.split("; ")
+    assert blockwise.startswith("blockwise torch._scaled_mm: ValueError")
+    assert grouped.startswith("rowwise torch._scaled_grouped_mm: NotImplementedError")
 
 
 def test_hopper_fp8_peak() -> None:
