@@ -112,11 +112,12 @@ EMULATED_KERNELS: dict[ExpertFn, str] = {experts_loop: "loop", experts_grouped: 
 
 def recording(fn: ExpertFn, compiled: ExpertFn) -> ExpertFn:
     """``compiled`` (torch.compile of ``fn``, which runs no Python when called) recording
-    ``fn``'s kernel in ``EXPERT_KERNELS`` at each call."""
+    ``fn``'s kernel (and fp8's emulated recipe) in ``EXPERT_KERNELS`` at each call."""
     name = EMULATED_KERNELS[fn]
 
     def run(*args: Any) -> torch.Tensor:
         EXPERT_KERNELS.record(name)
+        EXPERT_KERNELS.record_scaling(args[4], "blockwise")  # ExpertFn's precision
         return compiled(*args)
 
     return run

@@ -132,7 +132,7 @@ def grouped_seconds(shape: GroupedShape, kernel: str, timing: Timing, device: to
         def gemm_set(x: torch.Tensor, h: torch.Tensor, gate: torch.Tensor, up: torch.Tensor,
                      down: torch.Tensor) -> list[torch.Tensor]:
             return bf16_gemm_set(kernel, x, h, (gate, up, down), offs)
-        run = _with_backward(gemm_set, [x, h, gate, up, down]) if shape.training else \
+        run = with_backward(gemm_set, [x, h, gate, up, down]) if shape.training else \
             partial(gemm_set, x, h, gate, up, down)
     return _seconds(run, timing, device)
 
@@ -152,14 +152,15 @@ def bf16_gemm_set(kernel: str, x: torch.Tensor, h: torch.Tensor,
     return out
 
 
-def _with_backward(gemm_set: Callable[..., list[torch.Tensor]], inputs: list[torch.Tensor]
+def with_backward(gemm_set: Callable[..., list[torch.Tensor]], inputs: list[torch.Tensor]
                    ) -> Callable[[], object]:
     """The forward GEMMs and, through autograd, each one's input and weight gradient."""
     leaves = [t.requires_grad_(True) for t in inputs]
+    with torch.no_grad():  # the output gradients made once, outside the timed GEMMs
+        grads = [torch.ones_like(o) for o in gemm_set(*leaves)]
 
     def run() -> object:
-        outs = gemm_set(*leaves)
-        return torch.autograd.grad(outs, leaves, [torch.ones_like(o) for o in outs])
+        return torch.autograd.grad(gemm_set(*leaves), leaves, grads)
 
     return run
 

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from ingest.derived import caveats, derive
 from ingest.schema import Case, Meta
 from runner.ceilings import a2a_sizes, merge, message_bytes
-from runner.gemm_ceilings import GroupedShape, bf16_gemm_set, grouped_shapes
+from runner.gemm_ceilings import GroupedShape, bf16_gemm_set, grouped_shapes, with_backward
 from runner.matrix import parse_matrix
 from runner.platform import datasheet_peaks
 from runner.routing import build_plan
@@ -245,3 +245,27 @@ def test_a_ceiling_is_taken_only_for_its_mode(reference: Body) -> None:
     meta = Meta.model_validate(body["meta"])
     assert derive(meta, Case.model_validate(case)).percentOfMeasuredCeiling == pytest.approx(
         case["usefulTFPerGPU"] / 1234.5 * 100, rel=1e-12)
+
+
+def test_a_training_set_times_the_backward_gemms_too() -> None:
+    """The training ceiling's set returns each input's and weight's gradient: against the
+    transposed products written out here (output gradients of ones)."""
+    torch.manual_seed(1)
+    x, h = torch.randn(8, 16), torch.randn(8, 32)
+    gate, up, down = torch.randn(2, 16, 32), torch.randn(2, 16, 32), torch.randn(2, 32, 16)
+    offs = torch.tensor([5, 8], dtype=torch.int32)
+    inputs = [t.bfloat16() for t in (x, h, gate, up, down)]
+
+    def gemm_set(*t: torch.Tensor) -> list[torch.Tensor]:
+        return bf16_gemm_set("torch._grouped_mm", t[0], t[1], (t[2], t[3], t[4]), offs)
+
+    dx, dh, dgate, dup, ddown = with_backward(gemm_set, inputs)()
+    parts = [(0, 5), (5, 8)]
+    want_dx = torch.cat([torch.ones(b - a, 32) @ (gate[e] + up[e]).t()
+                         for e, (a, b) in enumerate(parts)])
+    want_dh = torch.cat([torch.ones(b - a, 16) @ down[e].t() for e, (a, b) in enumerate(parts)])
+    want_dw = torch.stack([x[a:b].t() @ torch.ones(b - a, 32) for a, b in parts])
+    want_ddown = torch.stack([h[a:b].t() @ torch.ones(b - a, 16) for a, b in parts])
+    for got, want in ((dx, want_dx), (dh, want_dh), (dgate, want_dw), (dup, want_dw),
+                      (ddown, want_ddown)):
+        assert torch.allclose(got.float(), want, rtol=3e-2, atol=2e-1)
