@@ -83,7 +83,7 @@ def try_candidate(device: torch.device, scaling: str, grouped: bool) -> str | No
         error = float((got.float() - want).norm() / want.norm())
         return None if error < 1e-2 else f"disagreed with the emulation ({error:.2g})"
     except PROBE_ERRORS as exc:
-        return f"{type(exc).__name__}: {str(exc)[:200]}"
+        return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
 
 
 def _emulated(x: torch.Tensor, w: torch.Tensor, scaling: str) -> torch.Tensor:
