@@ -151,6 +151,7 @@ FIELDS: tuple[CaseField, ...] = (
     CaseField("gpuStateReason", "why no GPU state", str),
     CaseField("failure", "what ended the case (not an OOM)", str),
     CaseField("expertKernel", "expert GEMM kernel", str),
+    CaseField("fp8Scaling", "fp8 scaling recipe (blockwise, rowwise)", str),
     CaseField("iterationMS", "iteration ms percentiles (p50, p90, p99)", dict),
     CaseField("setupS", "set-up s (before the first timed window)", float),
     CaseField("wallS", "case wall s", float),

@@ -25,8 +25,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from runner.experts import make_experts, quantize_experts
 from runner.graphs import inference_steps
-from runner.layer import make_experts, quantize_experts
 from runner.matrix import Timing
 from runner.pipelines import REGISTRY, BuildContext
 from runner.platform import detect

@@ -137,7 +137,7 @@ def measured_ceiling_for(meta: Meta, case: Case) -> float | None:
     for c in ceilings.grouped:
         if (c.precision, c.experts, c.rowsPerExpert, c.D, c.F) == (
                 case.precision, meta.shape.E // case.ep, rows, meta.shape.D, case.F) \
-                and c.pipeline in (None, case.pipeline):
+                and c.pipeline in (None, case.pipeline) and c.mode in (None, case.mode):
             return c.tf
     return None
 

@@ -51,6 +51,9 @@ class GroupedCeiling(WireModel):
     D: PositiveCount
     F: PositiveCount
     pipeline: Name | None = None
+    # training: forward and backward GEMMs (the case's useful FLOPs); None: an older
+    # runner's forward GEMMs, taken for either mode
+    mode: Literal["inference", "training"] | None = None
     gemmExperts: Count | None = None  # experts with rows in one of its GEMMs
     gemmRowsPerExpert: Count | None = None
     stages: PositiveCount | None = None
@@ -229,6 +232,9 @@ class Case(WireModel):
     failure: Annotated[str, Field(min_length=1, max_length=2000)] | None = None
     # The expert GEMMs' kernel: "grouped_mm", "loop", "scaled_mm_loop", "+"-joined if several.
     expertKernel: Name | None = None
+    # fp8's scaling recipe(s) those GEMMs used: "blockwise" (1x128 activations, 128x128
+    # weights) or "rowwise", "+"-joined if several.
+    fp8Scaling: Name | None = None
     # p50/p90/p99 of the iteration times per kind of window (combined, forward, backward).
     iterationMS: dict[Name, IterationPercentiles] | None = None
     setupS: NonNegativeFloat | None = None  # wall seconds before the first timed window

@@ -5,18 +5,25 @@ the datasheet:
 - dense GEMM: an n x n x n GEMM per native precision (bf16 always; mxfp8 / nvfp4 where
   the start-up probe ran the native scaled GEMM; an emulated precision is named in
   ``unmeasured`` with why);
-- grouped GEMM: the experts' three GEMMs (gate, up: rows x D x F; down: rows x F x D) of
-  each case's local experts at the busiest rank's rows, spread evenly, as the case's
-  pipeline runs them (staged: in its token stages; experts without rows are empty
-  groups; staged and mega: each expert's rows padded to 128), with the kernel the
+- grouped GEMM: the experts' three GEMMs (gate, up: rows x D x F, each with its own
+  weight; down: rows x F x D) of each case's local experts at the busiest rank's rows,
+  spread evenly, as the case's pipeline runs them (training: forward and backward, the
+  input and weight gradients of each, through autograd as the layer runs them; staged:
+  in its token stages; experts without rows are empty groups; staged and mega: each
+  expert's rows padded to 128), with the kernel the
   case's experts use (``torch._grouped_mm`` or the loop; native quantized:
-  ``_scaled_mm`` per expert; emulated quantized: the bf16 GEMMs it emulates with).
-  ``tf`` is the case's useful FLOPs (unpadded rows) over the time of those GEMMs: the
-  most the case could reach if nothing but its GEMMs took time; ``gemmTF`` counts the
-  padded rows too (the kernel's own rate);
-- all-to-all of each EP group, as nccl-tests' alltoall_perf measures it: per message size
-  (each rank's send buffer, S bytes, equal splits) algbw = S / time and busbw = algbw x
-  (n - 1) / n, the bandwidth a link sees.
+  ``_scaled_mm`` per expert, fp8 rowwise one ``_scaled_grouped_mm``; emulated
+  quantized: the bf16 GEMMs it emulates with).
+  ``tf`` is the busiest rank's useful FLOPs (unpadded rows; training x 3) over the time
+  of those GEMMs: the most its rate could reach if nothing but its GEMMs took time, so
+  ``percentOfMeasuredCeiling`` (ingest.derived: the mean rank's rate x hotRankFactor over
+  ``tf``) compares like with like; ``gemmTF`` counts the padded rows too (the kernel's
+  own rate). An emulated precision's entry is the bf16 GEMMs it emulates with, marked
+  ``emulated`` (the service gives such a case no % of ceiling);
+- all-to-all of each EP group of more than one rank, as nccl-tests' alltoall_perf
+  measures it, at the message sizes its cases send (``message_bytes``: each rank's send
+  buffer of one dispatch and one combine, equal splits): algbw = S / time and busbw =
+  algbw x (n - 1) / n, the bandwidth a link sees.
 
 Each is timed with the layer's windows (``runner.timing``: warm-up, W windows of I
 iterations, median of the windows; no L2 flush: a ceiling is the best case). GEMM
@@ -29,149 +36,43 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from runner.layer import GROUP_ROWS
+from runner.gemm_ceilings import (
+    DENSE_N,
+    dense_tf,
+    grouped_kernel,
+    grouped_seconds,
+    grouped_shapes,
+    randn,
+)
 from runner.matrix import Matrix, Timing
-from runner.native import gemm, quantize_operand
 from runner.oom import free_memory
 from runner.pipelines import gemm_layout
 from runner.platform import Platform
-from runner.routing import build_plan
-from runner.spec import CaseSpec
+from runner.quant import wire_width
+from runner.spec import CaseSpec, Shape
 from runner.timing import time_windows
 
-DENSE_N = {"cuda": 8192, "cpu": 256}
-# Each rank's send buffer, as nccl-tests sweeps it (-b 1M -e 256M -f 4 on a GPU).
-A2A_BYTES = {"cuda": [2**20 * 4**k for k in range(5)], "cpu": [2**16, 2**20]}
+
+def message_bytes(shape: Shape, spec: CaseSpec) -> list[int]:
+    """Each rank's send buffer in one of the case's collectives: a stage's T K / stages
+    rows, of the dispatch's wire row (quantized where the pipeline quantizes it) and of
+    the combine's bf16 row."""
+    rows = shape.T // gemm_layout(spec.pipeline, shape.T)[1] * shape.K
+    bf16 = rows * 2 * shape.D
+    if spec.quantized and spec.pipeline != "standard":
+        return [rows * wire_width(spec.precision, shape.D), bf16]
+    return [bf16]
 
 
-@dataclass(frozen=True)
-class GroupedShape:
-    precision: str
-    experts: int  # local experts of a rank
-    rows: int  # rows per expert: the busiest rank's, rounded up (the ceiling's key)
-    D: int
-    F: int
-    pipeline: str
-    busiest: int  # rows the busiest rank receives
-    gemm_experts: int  # experts with rows in one grouped GEMM
-    gemm_rows: int  # rows per such expert, as the pipeline runs them (padded)
-    stages: int  # grouped GEMMs per layer pass
-
-    @property
-    def flops(self) -> int:
-        """The useful FLOPs of the busiest rank's experts: its rows, unpadded."""
-        return 6 * self.busiest * self.D * self.F
-
-    @property
-    def gemm_flops(self) -> int:
-        """The FLOPs its GEMMs run, padding included."""
-        return 6 * self.gemm_experts * self.gemm_rows * self.stages * self.D * self.F
-
-
-def gemm_rows(busiest: int, experts: int, pipeline: str, tokens: int) -> tuple[int, int, int]:
-    """(experts with rows, rows per such expert, GEMMs per pass) of a rank receiving
-    ``busiest`` rows for ``experts`` experts, the rows spread evenly: over the pipeline's
-    token stages, then over as many experts as a stage has rows for (an expert without
-    rows is an empty group, no padding), each expert's padded to GROUP_ROWS where the
-    pipeline pads."""
-    padded, stages = gemm_layout(pipeline, tokens)
-    per_stage = -(-busiest // stages)
-    active = min(experts, per_stage)
-    per_expert = -(-per_stage // active)
-    return active, (-(-per_expert // GROUP_ROWS) * GROUP_ROWS if padded else per_expert), \
-        stages
-
-
-def grouped_shapes(matrix: Matrix, cases: list[CaseSpec]) -> list[GroupedShape]:
-    """The distinct expert-GEMM shapes of ``cases``, in order (a shape with no rows has
-    no throughput to measure)."""
-    shapes: dict[GroupedShape, None] = {}
-    for spec in cases:
-        local = matrix.shape.E // spec.ep
-        busiest = max(build_plan(matrix.shape, spec, matrix.seed).receive)
-        if busiest:
-            active, per_gemm, stages = gemm_rows(busiest, local, spec.pipeline,
-                                                 matrix.shape.T)
-            shapes[GroupedShape(spec.precision, local, -(-busiest // local), matrix.shape.D,
-                                spec.F, spec.pipeline, busiest, active, per_gemm,
-                                stages)] = None
-    return list(shapes)
-
-
-def _seconds(run: Callable[[], object], timing: Timing, device: torch.device) -> float:
-    ms = time_windows(run, timing, device=device, group=None).median_ms
-    return ms / 1e3
-
-
-def _randn(*shape: int, device: torch.device) -> torch.Tensor:
-    return torch.randn(*shape, device=device).to(torch.bfloat16)
-
-
-def dense_tf(precision: str, n: int, timing: Timing, device: torch.device) -> float:
-    a, b = _randn(n, n, device=device), _randn(n, n, device=device)
-    if precision == "bf16":
-        def run() -> object:
-            return a @ b
-    else:  # operands quantized once, outside the timed GEMM
-        qa, qb = quantize_operand(a, precision), quantize_operand(b, precision)
-
-        def run() -> object:
-            return gemm(qa, qb, precision)
-    return 2 * n**3 / _seconds(run, timing, device) / 1e12
-
-
-def grouped_kernel(shape: GroupedShape, plat: Platform) -> tuple[str, bool]:
-    """(the kernel a case of this shape runs its expert GEMMs with, emulated?)"""
-    if shape.precision != "bf16" and plat.native_scaled.get(shape.precision):
-        return "torch._scaled_mm per expert", False
-    kernel = "torch._grouped_mm" if plat.grouped_mm else "torch.matmul per expert"
-    return kernel, shape.precision != "bf16"
-
-
-def grouped_seconds(shape: GroupedShape, kernel: str, timing: Timing, device: torch.device
-                    ) -> float:
-    """One grouped GEMM set (gate, up, down) of ``shape.gemm_experts`` experts at
-    ``shape.gemm_rows`` rows each."""
-    el, rows, d, f = shape.gemm_experts, shape.gemm_rows, shape.D, shape.F
-    x = _randn(el * rows, d, device=device)
-    h = _randn(el * rows, f, device=device)
-    if kernel == "torch._scaled_mm per expert":
-        p = shape.precision
-        xs = [quantize_operand(x[e * rows:(e + 1) * rows], p) for e in range(el)]
-        hs = [quantize_operand(h[e * rows:(e + 1) * rows], p) for e in range(el)]
-        up = [quantize_operand(_randn(f, d, device=device), p) for _ in range(el)]
-        down = [quantize_operand(_randn(d, f, device=device), p) for _ in range(el)]
-
-        def run() -> object:
-            for e in range(el):
-                gemm(xs[e], up[e], p)
-                gemm(xs[e], up[e], p)
-                gemm(hs[e], down[e], p)
-            return None
-    else:
-        w_up, w_down = _randn(el, d, f, device=device), _randn(el, f, d, device=device)
-        offs = torch.arange(1, el + 1, device=device, dtype=torch.int32) * rows
-        if kernel == "torch._grouped_mm":
-            def run() -> object:
-                torch._grouped_mm(x, w_up, offs=offs)
-                torch._grouped_mm(x, w_up, offs=offs)
-                return torch._grouped_mm(h, w_down, offs=offs)
-        else:
-            def run() -> object:
-                for e in range(el):
-                    xe, he = x[e * rows:(e + 1) * rows], h[e * rows:(e + 1) * rows]
-                    xe @ w_up[e]
-                    xe @ w_up[e]
-                    he @ w_down[e]
-                return None
-    return _seconds(run, timing, device)
+def a2a_sizes(shape: Shape, cases: list[CaseSpec], ep: int) -> list[int]:
+    """The distinct message sizes of the cases at ``ep``, smallest first."""
+    return sorted({b for spec in cases if spec.ep == ep for b in message_bytes(shape, spec)})
 
 
 def all_to_all(ep: int, group: Any, timing: Timing, device: torch.device,
@@ -181,7 +82,7 @@ def all_to_all(ep: int, group: Any, timing: Timing, device: torch.device,
     out = []
     for size in sizes:
         elements = size // 2 // ep * ep  # bf16, equal splits
-        send = _randn(elements, device=device)
+        send = randn(elements, device=device)
         run = partial(dist.all_to_all_single, torch.empty_like(send), send, group=group)
         ms = time_windows(run, timing, device=device, group=group).median_ms
         nbytes = elements * 2
@@ -223,22 +124,24 @@ def measure_gpu(plat: Platform, matrix: Matrix, cases: list[CaseSpec]) -> dict[s
                 f"emulated with bf16 GEMMs, so it has no ceiling of its own")
     grouped = []
     # Seconds of one GEMM set per kernel and GEMM shape (emulated: bf16's)
-    measured: dict[tuple[str, int, int, int, int], float | None] = {}
+    measured: dict[tuple[str, int, int, int, int, bool], float | None] = {}
     for shape in grouped_shapes(matrix, cases):
         kernel, emulated = grouped_kernel(shape, plat)
         key = (kernel if not emulated else "bf16:" + kernel, shape.gemm_experts,
-               shape.gemm_rows, shape.D, shape.F)
+               shape.gemm_rows, shape.D, shape.F, shape.training)
         if key not in measured:
             measured[key] = _tried(
                 partial(grouped_seconds, shape, kernel, timing, plat.device),
                 f"grouped {shape.precision} E{shape.gemm_experts} rows {shape.gemm_rows} "
-                f"F{shape.F}", unmeasured)
+                f"F{shape.F}{' training' if shape.training else ''}", unmeasured)
         seconds = measured[key]
         tf = shape.flops / (shape.stages * seconds) / 1e12 if seconds else None
         if tf is not None and tf > 0 and math.isfinite(tf):
             grouped.append({"precision": shape.precision, "experts": shape.experts,
                             "rowsPerExpert": shape.rows, "D": shape.D, "F": shape.F,
-                            "pipeline": shape.pipeline, "gemmExperts": shape.gemm_experts,
+                            "pipeline": shape.pipeline,
+                            "mode": "training" if shape.training else "inference",
+                            "gemmExperts": shape.gemm_experts,
                             "gemmRowsPerExpert": shape.gemm_rows,
                             "stages": shape.stages, "tf": tf,
                             "gemmTF": tf * shape.gemm_flops / shape.flops,
@@ -248,8 +151,8 @@ def measure_gpu(plat: Platform, matrix: Matrix, cases: list[CaseSpec]) -> dict[s
 
 
 def _grouped_key(entry: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(entry[k] for k in ("precision", "experts", "rowsPerExpert", "D", "F",
-                                    "pipeline"))
+    return tuple(entry.get(k) for k in ("precision", "experts", "rowsPerExpert", "D", "F",
+                                        "pipeline", "mode"))
 
 
 def merge(per_gpu: list[dict[str, Any]], all_to_alls: list[dict[str, Any]]
@@ -291,8 +194,10 @@ def ceiling_note(cuda: bool, ceilings: dict[str, Any] | None) -> str:
     how = ("CUDA events" if cuda else
            "CPU run: the wall clock over gloo; these ceilings mean nothing for GPUs")
     dense = ", ".join(f"{p} {v:.4g}" for p, v in ceilings["denseTF"].items())
-    busbw = "; ".join(f"EP {a['ep']} busbw up to {a['busbwGBps']:.4g} GB/s"
-                      for a in ceilings["allToAll"]) or "no EP group had more than one rank"
+    busbw = "; ".join(
+        f"EP {a['ep']}: " + ", ".join(f"{s['bytes']} B {s['busbwGBps']:.4g} GB/s"
+                                      for s in a["sizes"])
+        for a in ceilings["allToAll"]) or "no EP group had more than one rank"
     unmeasured = "".join(f" {p}: {why}." for p, why in ceilings["unmeasured"].items())
     return (f"measuredCeilings, measured before the cases on every GPU of the run ({how}) "
             f"with the layer's warm-up and windows, no L2 flush: dense {ceilings['denseN']}^3 "
@@ -300,9 +205,13 @@ def ceiling_note(cuda: bool, ceilings: dict[str, Any] | None) -> str:
             f"local experts at the busiest rank's rows, spread evenly, as its pipeline runs "
             f"them (staged: per token stage; experts without rows are empty groups; staged, "
             f"mega: each expert's rows padded to 128: stages x gemmExperts x "
-            f"gemmRowsPerExpert), with the case's kernel (an emulated precision: "
-            f"the bf16 GEMMs it emulates with); tf = the useful (unpadded) FLOPs over their "
-            f"time, gemmTF with the padding counted; the slowest GPU's figure is the "
-            f"ceiling. percentOfMeasuredCeiling = usefulTFPerGPU over that grouped ceiling. "
-            f"All-to-all as nccl-tests measures it: algbw = each rank's "
-            f"buffer / time, busbw = algbw x (n-1)/n, over sizes ({busbw}).{unmeasured}")
+            f"gemmRowsPerExpert; gate and up each with its own weight; training: forward and "
+            f"backward, mode), with the case's kernel (an emulated precision: "
+            f"the bf16 GEMMs it emulates with, marked emulated); tf = the busiest rank's "
+            f"useful (unpadded) FLOPs over their time, gemmTF with the padding counted; the "
+            f"slowest GPU's figure is the ceiling. percentOfMeasuredCeiling = the busiest "
+            f"rank's useful FLOP rate (usefulTFPerGPU x hotRankFactor) over the ceiling at "
+            f"its shapes, none for an emulated precision. All-to-all as nccl-tests measures "
+            f"it, at each EP group's case message sizes (each rank's send buffer of one "
+            f"dispatch or combine): algbw = buffer / time, busbw = algbw x (n-1)/n "
+            f"({busbw}).{unmeasured}")

@@ -24,14 +24,9 @@ from typing import Any
 
 import torch
 
+from runner.collectives import AllToAll, QuantizedAllToAll, quantized_all_to_all
 from runner.dispatch import all_to_all_rows, dedup_layout, exchange_counts
-from runner.layer import (
-    AllToAll,
-    DeviceRouting,
-    PassConfig,
-    QuantizedAllToAll,
-    _quantized_all_to_all,
-)
+from runner.layer import DeviceRouting, PassConfig
 
 
 @dataclass(frozen=True)
@@ -93,7 +88,7 @@ class Exchange:
             recv = AllToAll.apply(rows, recv_splits, send, cfg.group,  # type: ignore[no-untyped-call]
                                   cfg.traceable)
         elif cfg.wire_to_gemm and not torch.is_grad_enabled():
-            recv, wire = _quantized_all_to_all(rows, recv_splits, send, cfg.group,
+            recv, wire = quantized_all_to_all(rows, recv_splits, send, cfg.group,
                                                cfg.traceable, cfg.precision)
         else:
             recv = QuantizedAllToAll.apply(  # type: ignore[no-untyped-call]

@@ -17,9 +17,10 @@ import torch
 
 from runner.case_phases import Phases
 from runner.compiles import COMPILES
+from runner.expert_kernels import EXPERT_KERNELS
+from runner.experts import Experts
 from runner.gpustate import Sampler, nvlink_gbps
 from runner.graphs import NO_GRAPHS, Steps, inference_steps, relative_error, training_steps
-from runner.layer import EXPERT_KERNELS, Experts
 from runner.matrix import DispatchSettings, Timing
 from runner.memory import MemoryStats, memory_stats
 from runner.native import USAGE as NATIVE
@@ -39,8 +40,8 @@ from runner.weights import WEIGHTS, WeightKey
 # all ranks; training: the worst of the output and every gradient). bf16 rounds inputs,
 # weights, the hidden activation and outputs at 2^-9; mxfp8 adds e4m3's 2^-4 steps (its
 # power-of-two block scale rounds up, so nothing saturates); nvfp4's e2m1 has one mantissa
-# bit.
-ERROR_BOUNDS = {"bf16": 2e-2, "mxfp8": 1.2e-1, "nvfp4": 3.5e-1}
+# bit; fp8 (e4m3, fp32 scales of 128 elements) is mxfp8's element format.
+ERROR_BOUNDS = {"bf16": 2e-2, "mxfp8": 1.2e-1, "nvfp4": 3.5e-1, "fp8": 1.2e-1}
 REFERENCE_DTYPE = torch.float32
 STATIC = DispatchSettings()
 
@@ -141,6 +142,7 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
     # The layer's peaks: before any later pass (phases, the reference) allocates more.
     allocated, reserved = c.memory.read(c.flush.nbytes if c.flush else 0)
     expert_kernel = EXPERT_KERNELS.kernel  # the timed passes' (the reference loops)
+    fp8_scaling = EXPERT_KERNELS.scaling
     in_layer = _in_layer(c, layer.steps)
     CLOCK.stop()
     phase_times: PhaseTimes | None = None
@@ -162,7 +164,8 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
         free_memory()
     return _outcome(c, layer, error=error, accepted=accepted, notes=notes,
                     peaks=(allocated, reserved), nvlink=(tx, rx), expert_kernel=expert_kernel,
-                    compiled=compiled, phase_times=phase_times, in_layer=in_layer)
+                    fp8_scaling=fp8_scaling, compiled=compiled, phase_times=phase_times,
+                    in_layer=in_layer)
 
 
 def _start(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int,
@@ -283,6 +286,7 @@ def _nvlink_pass(c: _Case, layer: _Layer) -> tuple[float | None, float | None]:
 def _outcome(c: _Case, layer: _Layer, *, error: float | None, accepted: bool | None,
              notes: list[str], peaks: tuple[float | None, float | None],
              nvlink: tuple[float | None, float | None], expert_kernel: str | None,
+             fp8_scaling: str | None,
              compiled: bool, phase_times: PhaseTimes | None,
              in_layer: InLayerPhases | str) -> RankOutcome:
     compiled_graphs, compile_s = COMPILES.read()
@@ -309,7 +313,8 @@ def _outcome(c: _Case, layer: _Layer, *, error: float | None, accepted: bool | N
         else None,
         in_layer_note=in_layer.source if isinstance(in_layer, InLayerPhases) else in_layer,
         gpu_state=gpu_state, gpu_state_reason=gpu_state_reason,
-        expert_kernel=expert_kernel, iterations=iterations or None,
+        expert_kernel=expert_kernel, fp8_scaling=fp8_scaling,
+        iterations=iterations or None,
         setup_s=c.first_window[0] - c.started if c.first_window else None,
         compile_s=compile_s if compiled or compiled_graphs else None,
         compiled_graphs=compiled_graphs if compiled or compiled_graphs else None,

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
-from runner.layer import Experts
+from runner.experts import Experts
 from runner.oom import STATE as OOM
 from runner.oom import describe, free_memory
 from runner.side import all_reduce_ints

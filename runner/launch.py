@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from runner.ceilings import A2A_BYTES, all_to_all, measure_gpu, merge
+from runner.ceilings import a2a_sizes, all_to_all, measure_gpu, merge
 from runner.execute import run_case
 from runner.matrix import Matrix
 from runner.pipelines import REGISTRY
@@ -172,12 +172,12 @@ def measure_ceilings(rank: int, world: int, plat: Platform, matrix: Matrix,
     GEMM ceilings, each EP group in use its all-to-all (``runner.ceilings``)."""
     mine = measure_gpu(plat, matrix, cases)
     per_gpu = gather_json(mine, dist.group.WORLD) if world > 1 else [mine]
-    sizes = A2A_BYTES["cuda" if plat.cuda else "cpu"]
     a2a = []
-    for ep in sorted({c.ep for c in cases}):
+    for ep in sorted({c.ep for c in cases if c.ep > 1}):  # one rank sends nothing away
         group = groups.get(ep)
         if group is not None and rank < ep:  # only a group's own ranks may call on it
-            a2a.append(all_to_all(ep, group, matrix.timing, plat.device, sizes))
+            a2a.append(all_to_all(ep, group, matrix.timing, plat.device,
+                                  a2a_sizes(matrix.shape, cases, ep)))
     if world > 1:
         barrier()
     return merge(per_gpu, a2a) if rank == 0 else None

@@ -6,7 +6,7 @@ Every figure here is exact arithmetic on integers and fractions until the last s
 Resolutions of what docs/metrics.md leaves open, each worked out from the reference report
 (ingest/data/gb300-nvl72-isolated-v6.json, 63 cases):
 
-- *Quantized* means the precision is not bf16 (mxfp8, nvfp4): block-scaled GEMMs take
+- *Quantized* means the precision is not bf16 (mxfp8, nvfp4, fp8): block-scaled GEMMs take
   expert groups padded to 128 rows, so capacityRows and the byte model key on precision.
 - *active_ranks*: the routed-weight term averages, over ranks, the experts that received
   at least one row. Rows are split evenly across a rank's El experts, so a rank with
@@ -19,7 +19,8 @@ Resolutions of what docs/metrics.md leaves open, each worked out from the refere
   the first) and each expert's group rounded up to 128 rows: the dispatched rows and the
   SwiGLU output are kept quantized, the gate and up outputs in bf16, all in the padded
   groups. bf16 keeps ``TK*2D + rows_r*(2D + 4F)`` (no padding) as docs/metrics.md says. nvfp4
-  training is not in the reference; the same form with b = 9/16 is an extrapolation.
+  training is not in the reference; the same form with b = 9/16 is an extrapolation, and
+  fp8's with its activations' b = 33/32 (1x128 fp32 scales; ``ACTIVATION_BYTES``).
 - *rows rank 0 sends to other ranks*: the reference's payloads come from its sampled
   routing (e.g. 10757 rows at EP8, i = 1, where the plan expects 10752), so no closed form
   reproduces them. The model gives the plan's expectation: rank 0 splits its TK rows over
@@ -35,16 +36,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from ingest.precisions import ACTIVATION_BYTES, BLOCK_ELEMENTS, ELEMENT_BYTES
 from runner.spec import PRECISIONS, CaseSpec, Shape, check_spec
 
-# Bytes per element, data plus its share of the block scale (docs/metrics.md).
-ELEMENT_BYTES: dict[str, Fraction] = {
-    "bf16": Fraction(2),
-    "mxfp8": Fraction(33, 32),  # e4m3 byte + one e8m0 scale byte per 32 elements
-    "nvfp4": Fraction(9, 16),  # half a byte (e2m1) + one e4m3 scale byte per 16 elements
-}
 assert tuple(ELEMENT_BYTES) == PRECISIONS, "runner.spec.PRECISIONS must list ELEMENT_BYTES"
-BLOCK_ELEMENTS = {"mxfp8": 32, "nvfp4": 16}  # elements sharing one block scale
+assert set(BLOCK_ELEMENTS) == set(PRECISIONS) - {"bf16"}, "a quantized precision's block"
 GROUP_ROWS = 128  # quantized GEMMs take each expert's rows padded to a multiple of this
 CAPACITY_FACTOR = 8
 TRAINING_FACTOR = 3  # forward + backward (two GEMMs per forward GEMM)
@@ -180,7 +176,7 @@ def saved_bytes(shape: Shape, case: CaseSpec, receive: list[int]) -> list[int]:
         return []
     d, f = shape.D, case.F
     if case.quantized:
-        b = ELEMENT_BYTES[case.precision]
+        b = ACTIVATION_BYTES[case.precision]
         per_row = d * b + 4 * f + f * b
     else:
         per_row = Fraction(2 * d + 4 * f)
@@ -236,7 +232,7 @@ def runner_scratch_bytes(shape: Shape, case: CaseSpec, factor: int) -> int:
     uint8 wire rows (data and scales, 4 bytes of tensor scale) of a quantized dispatch."""
     per_row = bf16_scratch_row_bytes(shape, case)
     if case.quantized and case.pipeline != "standard":
-        per_row += int(shape.D * ELEMENT_BYTES[case.precision]) + 4
+        per_row += int(shape.D * ACTIVATION_BYTES[case.precision]) + 4
     return capacity_rows(shape, case, factor) * per_row
 
 

@@ -7,6 +7,11 @@ cuBLAS in its swizzled layout (``swizzle``). Only the inference forward runs nat
 there is no scaled-GEMM backward here, so with gradients enabled the experts emulate
 (quantize -> dequantize -> bf16 GEMM). ``USAGE`` counts which path each expert call took
 so a case says ``"emulated": false`` only when every one of them ran natively.
+
+fp8 (``runner.fp8``) takes fp32 scales in one of two recipes, ``FP8.scaling``, set by the
+start-up probe (``runner.fp8_probe``): "blockwise" (1x128 activations, 128x128 weights;
+cuBLAS, sm_90 only) or "rowwise" (one scale per row; CUTLASS on sm_90 and sm_100, and the
+only fp8 recipe of ``torch._scaled_grouped_mm``).
 """
 
 from __future__ import annotations
@@ -15,6 +20,12 @@ from dataclasses import dataclass
 
 import torch
 
+from runner.fp8 import (
+    dequantize_fp8_rows,
+    quantize_fp8_rows,
+    quantize_fp8_rowwise,
+    quantize_fp8_tiles,
+)
 from runner.quant import quantize_mxfp8, quantize_nvfp4, wire_parts
 
 
@@ -32,6 +43,20 @@ class Usage:
 
 
 USAGE = Usage()
+FP8_SCALINGS = ("blockwise", "rowwise")
+
+
+@dataclass
+class Fp8Native:
+    """How native fp8 GEMMs run here (the start-up probe's finding): the scaling recipe,
+    and whether the experts go through one ``torch._scaled_grouped_mm`` (rowwise) or a
+    ``torch._scaled_mm`` per expert."""
+
+    scaling: str = "blockwise"
+    grouped: bool = False
+
+
+FP8 = Fp8Native()
 
 
 def swizzle(scales: torch.Tensor) -> torch.Tensor:
@@ -61,8 +86,13 @@ class Operand:
         return Operand(self.data[start:stop], self.scales[start:stop], self.tensor_scale)
 
 
-def quantize_operand(m: torch.Tensor, precision: str) -> Operand:
-    """``m`` [rows, K] quantized along K, once (a weight when the layer is built)."""
+def quantize_operand(m: torch.Tensor, precision: str, weight: bool = False) -> Operand:
+    """``m`` [rows, K] quantized along K, once (a weight when the layer is built;
+    ``weight``: fp8's 128x128 tiles under the blockwise recipe)."""
+    if precision == "fp8":
+        if FP8.scaling == "rowwise":
+            return Operand(*quantize_fp8_rowwise(m), None)
+        return Operand(*(quantize_fp8_tiles(m) if weight else quantize_fp8_rows(m)), None)
     if precision == "mxfp8":
         return Operand(*quantize_mxfp8(m), None)
     if precision == "nvfp4":
@@ -74,8 +104,10 @@ def wire_operand(wire: torch.Tensor, precision: str, n: int) -> Operand:
     """Received wire rows (``quant.pack_rows``) of n elements as a GEMM operand, with the
     senders' block scales: no second quantization. nvfp4: ``_scaled_mm`` takes one fp32
     tensor scale per operand, so the dispatch agrees one over its group (the senders'
-    largest amax, ``runner.layer``); every row carries it (zero bytes in padded rows)."""
+    largest amax, ``runner.collectives``); every row carries it (zero bytes in padded rows)."""
     data, scales, tensor_scales = wire_parts(wire, precision, n)
+    if precision == "fp8" and FP8.scaling == "rowwise":  # the wire's 1x128 scales, rescaled
+        return quantize_operand(dequantize_fp8_rows(data, scales), precision)
     if tensor_scales is None:
         return Operand(data, scales, None)
     if tensor_scales.numel() == 0:
@@ -86,6 +118,8 @@ def wire_operand(wire: torch.Tensor, precision: str, n: int) -> Operand:
 def gemm(a: Operand, b: Operand, precision: str) -> torch.Tensor:
     """``a @ b.T`` ([n, K] x [N, K] -> [n, N] bf16) through ``torch._scaled_mm``; the block
     scales go in cuBLAS's swizzled layout (a layout change, no quantization)."""
+    if precision == "fp8":
+        return _fp8_gemm(a, b)
     if precision == "mxfp8":
         return torch._scaled_mm(
             a.data.view(torch.float8_e4m3fn), b.data.view(torch.float8_e4m3fn).t(),
@@ -101,9 +135,34 @@ def gemm(a: Operand, b: Operand, precision: str) -> torch.Tensor:
     raise ValueError(f"precision: no native scaled GEMM for {precision!r}")
 
 
+def _fp8_gemm(a: Operand, b: Operand) -> torch.Tensor:
+    """ScaledBlas.cpp's layouts: blockwise, scale_a [n, K/128] outer-dim-major and
+    scale_b [K/128, N/128] with scale_b.t() contiguous; rowwise, scale_a [n, 1] and
+    scale_b [1, N]."""
+    e4m3 = torch.float8_e4m3fn
+    scale_a = a.scales if FP8.scaling == "rowwise" else a.scales.t().contiguous().t()
+    return torch._scaled_mm(a.data.view(e4m3), b.data.view(e4m3).t(), scale_a, b.scales.t(),
+                            out_dtype=torch.bfloat16)
+
+
+def fp8_grouped_gemm(x: Operand, w: Operand, offs: torch.Tensor) -> torch.Tensor:
+    """All experts' rows in one ``torch._scaled_grouped_mm`` (rowwise): x [n, K] with
+    scales [n, 1]; w [E, N, K] with scales [E, N, 1]; ``offs`` the groups' int32 ends."""
+    e4m3 = torch.float8_e4m3fn
+    return torch._scaled_grouped_mm(
+        x.data.view(e4m3), w.data.view(e4m3).transpose(-2, -1), x.scales.reshape(-1),
+        w.scales.squeeze(-1), offs=offs, out_dtype=torch.bfloat16)
+
+
+def stack_operands(operands: list[Operand]) -> Operand:
+    """One expert-major operand ([E, N, K], scales [E, ...]) of per-expert ones."""
+    return Operand(torch.stack([o.data for o in operands]),
+                   torch.stack([o.scales for o in operands]), None)
+
+
 def scaled_gemm(x: torch.Tensor, w: torch.Tensor, precision: str) -> torch.Tensor:
     """``x @ w`` ([n, K] @ [K, N] -> [n, N] bf16) with both operands quantized along K (the
-    start-up probe's one-off; the layer quantizes its weights once, see runner.layer)."""
+    start-up probe's one-off; the layer quantizes its weights once, see runner.experts)."""
     # [N, K]: quantized along K, and column-major once transposed
-    return gemm(quantize_operand(x, precision), quantize_operand(w.t().contiguous(), precision),
-                precision)
+    return gemm(quantize_operand(x, precision),
+                quantize_operand(w.t().contiguous(), precision, weight=True), precision)

@@ -32,18 +32,10 @@ from typing import Any
 
 import torch
 
+from runner.collectives import all_to_all, group_max
+from runner.experts import Experts
 from runner.graphs import WARMUP, _captured, agree_on_capture
-from runner.layer import (
-    DeviceRouting,
-    Experts,
-    PassConfig,
-    _all_to_all,
-    _experts,
-    _group_max,
-    combine,
-    dispatch,
-    expert_rows,
-)
+from runner.layer import DeviceRouting, PassConfig, _experts, combine, dispatch, expert_rows
 from runner.matrix import Timing
 from runner.pipelines import BuildContext, one_stage_routing, pass_config
 from runner.quant import pack_rows, unpack_rows
@@ -104,7 +96,7 @@ class _Phases:
         dynamic = cfg.exchange is not None and cfg.exchange.dynamic
         self.side = (torch.cuda.Stream(x.device) if x.device.type == "cuda" and not dynamic
                      else None)
-        self.agree = _group_max(cfg.group, False)
+        self.agree = group_max(cfg.group, False)
         with torch.no_grad():
             rows = x.index_select(0, r.token)
             self.sent = pack_rows(rows, cfg.precision, self.agree) if cfg.quantized_dispatch \
@@ -119,7 +111,7 @@ class _Phases:
 
     def _send(self, t: torch.Tensor, out_splits: list[int], in_splits: list[int]
               ) -> torch.Tensor:
-        return _all_to_all(t, out_splits, in_splits, self.cfg.group, False)
+        return all_to_all(t, out_splits, in_splits, self.cfg.group, False)
 
     def forward(self, training: bool) -> dict[str, Callable[[], object]]:
         cfg, r = self.cfg, self.r

@@ -25,21 +25,17 @@ import torch
 
 from runner.compiles import ShapeCache, compiled_or_eager, dynamic_rows, static, strict_recompiles
 from runner.exchange import make_exchange
+from runner.expert_kernels import experts_grouped, experts_loop, experts_native, recording
+from runner.experts import ExpertFn, Experts
 from runner.layer import (
     DeviceRouting,
-    ExpertFn,
-    Experts,
     PassConfig,
     combine,
     dispatch,
     dispatch_wire,
     expert_rows,
-    experts_grouped,
-    experts_loop,
-    experts_native,
     guarded_experts,
     prepare,
-    recording,
     routed_pass,
 )
 from runner.matrix import DispatchSettings

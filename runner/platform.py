@@ -12,7 +12,8 @@ from typing import Any, NamedTuple
 
 import torch
 
-from runner.layer import grouped_mm_probe
+from runner.fp8_probe import Fp8Probe, probe_fp8
+from runner.grouped_probe import grouped_mm_probe
 from runner.native import scaled_gemm
 from runner.quant import fake_quantize
 
@@ -38,8 +39,8 @@ class KnownGpu:
     requires: frozenset[str] = frozenset()
 
 
-# Hopper's tensor cores take FP8 (e4m3/e5m2) with per-tensor scales, not the MX block
-# formats: its 1979 TFLOP/s FP8 figure is not an mxfp8 peak.
+# Hopper's tensor cores take FP8 (e4m3/e5m2) with scales applied outside the MMA, not the
+# MX block formats: its 1979 TFLOP/s dense FP8 figure is fp8's peak, not mxfp8's.
 HOPPER_ABSENT = {
     "mxfp8": "Hopper has no MX formats (FP8 with per-tensor scales only): mxfp8 runs "
              "emulated here, so it has no datasheet peak",
@@ -47,6 +48,7 @@ HOPPER_ABSENT = {
              "datasheet peak",
 }
 AMPERE_ABSENT = {
+    "fp8": "Ampere has no FP8 tensor cores: fp8 runs emulated here, no datasheet peak",
     "mxfp8": "Ampere has no FP8 tensor cores: mxfp8 runs emulated here, no datasheet peak",
     "nvfp4": "Ampere has no FP4 tensor cores: nvfp4 runs emulated here, no datasheet peak",
 }
@@ -56,12 +58,16 @@ AMPERE_ABSENT = {
 # an H200, and a name with a form-factor word (PCIe, NVL) is another part with other peaks
 # (lower clocks and power, other HBM and NVLink), so it gets none rather than the SXM's.
 KNOWN_GPUS: list[KnownGpu] = [
-    KnownGpu("GB300", DatasheetPeaks({"bf16": 2500, "mxfp8": 5000, "nvfp4": 15000}, 8000, 900)),
-    KnownGpu("B300", DatasheetPeaks({"bf16": 2250, "mxfp8": 4500, "nvfp4": 13500}, 8000, 900)),
-    KnownGpu("GB200", DatasheetPeaks({"bf16": 2500, "mxfp8": 5000, "nvfp4": 10000}, 8000, 900)),
-    KnownGpu("B200", DatasheetPeaks({"bf16": 2250, "mxfp8": 4500, "nvfp4": 9000}, 8000, 900)),
-    KnownGpu("H200", DatasheetPeaks({"bf16": 989}, 4800, 450, HOPPER_ABSENT)),
-    KnownGpu("H100", DatasheetPeaks({"bf16": 989}, 3350, 450, HOPPER_ABSENT)),
+    KnownGpu("GB300", DatasheetPeaks({"bf16": 2500, "fp8": 5000, "mxfp8": 5000,
+                                          "nvfp4": 15000}, 8000, 900)),
+    KnownGpu("B300", DatasheetPeaks({"bf16": 2250, "fp8": 4500, "mxfp8": 4500,
+                                         "nvfp4": 13500}, 8000, 900)),
+    KnownGpu("GB200", DatasheetPeaks({"bf16": 2500, "fp8": 5000, "mxfp8": 5000,
+                                          "nvfp4": 10000}, 8000, 900)),
+    KnownGpu("B200", DatasheetPeaks({"bf16": 2250, "fp8": 4500, "mxfp8": 4500,
+                                         "nvfp4": 9000}, 8000, 900)),
+    KnownGpu("H200", DatasheetPeaks({"bf16": 989, "fp8": 1979}, 4800, 450, HOPPER_ABSENT)),
+    KnownGpu("H100", DatasheetPeaks({"bf16": 989, "fp8": 1979}, 3350, 450, HOPPER_ABSENT)),
     KnownGpu("A100", DatasheetPeaks({"bf16": 312}, 2039, 300, AMPERE_ABSENT),
              frozenset({"SXM4", "80GB"})),
 ]
@@ -88,6 +94,7 @@ class Platform:
     grouped_mm: bool
     native_scaled: dict[str, bool] = field(default_factory=dict)
     grouped_mm_reason: str | None = None  # why the experts loop, when grouped_mm is False
+    fp8: Fp8Probe | None = None  # how native fp8 runs here (runner.fp8_probe)
 
     @property
     def cuda(self) -> bool:
@@ -103,9 +110,10 @@ def detect(local_rank: int) -> Platform:
         device, backend = torch.device("cpu"), "gloo"
         name = f"CPU ({platform.processor() or platform.machine()})"
     grouped = grouped_mm_probe(device)
-    return Platform(device, backend, name, grouped.runs,
-                    {p: native_scaled_mm_runs(p, device) for p in ("mxfp8", "nvfp4")},
-                    grouped.reason)
+    fp8 = probe_fp8(device)
+    native = {p: native_scaled_mm_runs(p, device) for p in ("mxfp8", "nvfp4")}
+    return Platform(device, backend, name, grouped.runs, {**native, "fp8": fp8.native},
+                    grouped.reason, fp8)
 
 
 def native_scaled_mm_runs(precision: str, device: torch.device) -> bool:
@@ -155,6 +163,8 @@ def host_info(plat: Platform, world: int, rank_nodes: list[str] | None = None
         "groupedMM": plat.grouped_mm,
         "groupedMMReason": plat.grouped_mm_reason,
         "nativeScaledGEMM": plat.native_scaled,
+        "fp8Native": None if plat.fp8 is None else {
+            "scaling": plat.fp8.scaling, "grouped": plat.fp8.grouped, "reason": plat.fp8.reason},
     }
     if plat.cuda:
         try:

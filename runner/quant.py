@@ -1,4 +1,5 @@
-"""The block formats, exactly: MXFP8 and NVFP4 quantize and dequantize.
+"""The block formats, exactly: MXFP8 and NVFP4 quantize and dequantize (fp8 with fp32
+scales: ``runner.fp8``), and every quantized precision's wire rows.
 
 - mxfp8 (OCP MX): e4m3 elements, one e8m0 scale (a power of two, stored as its biased
   exponent byte) per 32 consecutive elements: scale = 2^ceil(log2(amax / 448)), so the
@@ -24,6 +25,8 @@ import itertools
 from collections.abc import Callable
 
 import torch
+
+from runner.fp8 import FP8_BLOCK, dequantize_fp8_rows, fake_quantize_fp8, quantize_fp8_rows
 
 MX_BLOCK = 32
 NV_BLOCK = 16
@@ -125,9 +128,20 @@ def fake_quantize(x: torch.Tensor, precision: str) -> torch.Tensor:
         q = dequantize_mxfp8(*quantize_mxfp8(x.detach()), dtype=x.dtype)
     elif precision == "nvfp4":
         q = dequantize_nvfp4(*quantize_nvfp4(x.detach()), dtype=x.dtype)
+    elif precision == "fp8":
+        q = fake_quantize_fp8(x)
     else:
         raise ValueError(f"precision: unknown {precision!r}")
     return x + (q - x).detach() if x.requires_grad else q
+
+
+def fake_quantize_weight(w: torch.Tensor, precision: str) -> torch.Tensor:
+    """A 2-D [out, in] weight on the precision's grid: blocks along ``in`` as
+    ``fake_quantize``'s, except fp8's 128x128 tiles."""
+    if precision != "fp8":
+        return fake_quantize(w, precision)
+    q = fake_quantize_fp8(w, weight=True)
+    return w + (q - w).detach() if w.requires_grad else q
 
 
 def wire_width(precision: str, n: int) -> int:
@@ -136,6 +150,8 @@ def wire_width(precision: str, n: int) -> int:
         return n + n // MX_BLOCK
     if precision == "nvfp4":
         return n // 2 + n // NV_BLOCK + 4
+    if precision == "fp8":
+        return n + 4 * (n // FP8_BLOCK)  # e4m3 bytes, an fp32 scale per 128
     raise ValueError(f"precision: {precision!r} has no quantized wire format")
 
 
@@ -147,6 +163,9 @@ def pack_rows(x: torch.Tensor, precision: str,
     if precision == "mxfp8":
         data, scales = quantize_mxfp8(x)
         return torch.cat([data, scales], dim=-1)
+    if precision == "fp8":
+        data, fp32 = quantize_fp8_rows(x)
+        return torch.cat([data, fp32.contiguous().view(torch.uint8)], dim=-1)
     packed, scales, tensor_scale = quantize_nvfp4(x, nvfp4_tensor_scale(x, agree))
     ts = tensor_scale.reshape(1).view(torch.uint8).expand(x.shape[0], 4)
     return torch.cat([packed, scales, ts], dim=-1)
@@ -158,6 +177,8 @@ def wire_parts(wire: torch.Tensor, precision: str, n: int
     (nvfp4) the per-row fp32 tensor scales [R, 1]; copies of the bytes, nothing decoded."""
     if precision == "mxfp8":
         return wire[:, :n].contiguous(), wire[:, n:].contiguous(), None
+    if precision == "fp8":  # the block scales as fp32 [R, n/128]
+        return wire[:, :n].contiguous(), wire[:, n:].contiguous().view(torch.float32), None
     half, blocks = n // 2, n // NV_BLOCK
     return (wire[:, :half].contiguous(), wire[:, half:half + blocks].contiguous(),
             wire[:, half + blocks:].contiguous().view(torch.float32))
@@ -166,6 +187,8 @@ def wire_parts(wire: torch.Tensor, precision: str, n: int
 def unpack_rows(wire: torch.Tensor, precision: str, n: int,
                 dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
     data, scales, tensor_scales = wire_parts(wire, precision, n)
+    if precision == "fp8":
+        return dequantize_fp8_rows(data, scales, dtype)
     if tensor_scales is None:
         return dequantize_mxfp8(data, scales, dtype)
     return dequantize_nvfp4(data, scales, tensor_scales, dtype)

@@ -8,11 +8,12 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from ingest.precisions import BLOCK_ELEMENTS
 from ingest.schema import wire_dict
 from ingest.validate import validate_case, validate_report
 from runner.ceilings import ceiling_note
 from runner.matrix import Matrix
-from runner.model import BLOCK_ELEMENTS, logical_payload_rank0, model_case, runner_scratch_bytes
+from runner.model import logical_payload_rank0, model_case, runner_scratch_bytes
 from runner.phase_report import phase_fields
 from runner.report_gpustate import gpu_state_fields
 from runner.report_notes import meta_notes
@@ -65,7 +66,8 @@ class RankOutcome:
     gpu_state: dict[str, Any] | None = None  # runner.gpustate.summary
     gpu_state_reason: str | None = None  # why gpu_state is None
     notes: list[str] = field(default_factory=list)
-    expert_kernel: str | None = None  # runner.layer.EXPERT_KERNELS over the timed passes
+    expert_kernel: str | None = None  # runner.expert_kernels.EXPERT_KERNELS over the timed passes
+    fp8_scaling: str | None = None  # the fp8 recipe(s) of those passes: blockwise, rowwise
     # every timed iteration's ms per kind (combined, forward, backward), max over ranks
     iterations: dict[str, list[float]] | None = None
     setup_s: float | None = None  # case start to its first timed window, this rank
@@ -183,6 +185,8 @@ def _run_fields(outcomes: list[RankOutcome]) -> dict[str, Any]:
                       for k in o.expert_kernel.split("+")})
     if kernels:
         case["expertKernel"] = "+".join(kernels)
+    scalings = sorted({s for o in outcomes if o.fp8_scaling for s in o.fp8_scaling.split("+")})
+    case["fp8Scaling"] = "+".join(scalings) or None  # null: not an fp8 case
     if first.iterations:
         case["iterationMS"] = {kind: iteration_percentiles(times)
                                for kind, times in first.iterations.items() if times}

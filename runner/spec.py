@@ -9,7 +9,7 @@ from typing import Literal
 
 Mode = Literal["inference", "training"]
 MODES: tuple[Mode, ...] = ("inference", "training")
-PRECISIONS = ("bf16", "mxfp8", "nvfp4")
+PRECISIONS = ("bf16", "mxfp8", "nvfp4", "fp8")
 # The pipelines the runner's registry implements (runner/pipelines.py checks it agrees).
 PIPELINES = ("standard", "staged", "mega")
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from runner.layer import Experts, make_experts, quantize_experts
+from runner.experts import Experts, make_experts, quantize_experts
 
 
 @dataclass(frozen=True)

@@ -366,3 +366,29 @@ def test_report_notes_pure(reference: Body) -> None:
     assert [n.key for n in report_notes(reference["meta"])] == [
         "peakNote", "timingNote", "bandwidthNote", "placementNote", "memoryNote",
     ]
+
+
+def test_an_fp8_report_ingests_and_derives(client: TestClient, auth: Auth,
+                                           reference: Body) -> None:
+    """An H200 report with one native fp8 case: % of the dense FP8 peak (1,979) and the
+    busiest rank's HBM bytes with fp8 weights at 1 + 4/128² bytes an element, by hand."""
+    body = copy.deepcopy(reference)
+    meta = body["meta"]
+    meta.update(gpu="NVIDIA H200", theoreticalTFPerGPU={"bf16": 989, "fp8": 1979},
+                theoreticalHBMGBps=4800)
+    raw = {**body["cases"][0], "precision": "fp8", "emulated": False,
+           "fp8Scaling": "blockwise", "expertKernel": "scaled_mm_loop"}
+    raw["id"] = raw["id"].replace(body["cases"][0]["precision"], "fp8")
+    body["cases"] = [raw]
+    posted = client.post(REPORTS, json=body, headers=auth("ingest"))
+    assert posted.status_code == 201, posted.text
+    served = client.get(f"{REPORTS}/{posted.json()['id']}/cases").json()["items"][0]
+    assert served["precision"] == "fp8" and served["fp8Scaling"] == "blockwise"
+    assert served["percentOfPeak"] == approx(raw["usefulTFPerGPU"] / 1979 * 100)
+    shape, rows = meta["shape"], max(raw["receiveRows"])
+    d, f, el = shape["D"], raw["F"], shape["E"] // raw["ep"]
+    weights = el * 3 * d * f * (1 + 4 / 128**2)
+    forward = shape["T"] * d * 2 + rows * (2 * d + 4 * f) + weights + shape["T"] * shape["K"] * 4
+    training = 3 if raw["mode"] == "training" else 1
+    hbm = forward * training / (raw["layerMS"] * 1e-3) / 1e9 / 4800 * 100
+    assert served["hbmUtilPercent"] == pytest.approx(hbm, rel=1e-9)

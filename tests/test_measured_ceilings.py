@@ -10,12 +10,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import torch
 from api_helpers import REPORTS
 from fastapi.testclient import TestClient
 
 from ingest.derived import caveats, derive
 from ingest.schema import Case, Meta
-from runner.ceilings import GroupedShape, grouped_shapes, merge
+from runner.ceilings import a2a_sizes, merge, message_bytes
+from runner.gemm_ceilings import GroupedShape, bf16_gemm_set, grouped_shapes, with_backward
 from runner.matrix import parse_matrix
 from runner.platform import datasheet_peaks
 from runner.routing import build_plan
@@ -82,10 +84,13 @@ def test_grouped_shapes_use_the_rows_each_pipeline_runs() -> None:
             "staged": (2, 128 * math.ceil(math.ceil(busiest / 4) / 2 / 128), 4)}[
                 spec.pipeline]
         shape = GroupedShape(spec.precision, 2, math.ceil(busiest / 2), 64, 64, spec.pipeline,
-                             busiest, experts, gemm, stages)
+                             busiest, experts, gemm, stages, spec.training)
         if shape not in want:
             want.append(shape)
-    assert shapes == want and len(shapes) == 5  # training's shape is inference's
+    # training's GEMM set is its own: forward and backward, 3x the forward's FLOPs
+    assert shapes == want and len(shapes) == 6
+    training = shapes[5]
+    assert training.training and training.flops == 3 * 6 * training.busiest * 64 * 64
     staged = shapes[3]
     assert (staged.gemm_rows, staged.stages) == (128, 4) and staged.busiest < 128
     assert staged.flops == 6 * staged.busiest * 64 * 64
@@ -160,7 +165,7 @@ def test_a_ceiling_must_be_positive(reference: Body) -> None:
 @pytest.mark.parametrize("name", ["NVIDIA H100 80GB HBM3", "NVIDIA H200"])
 def test_hopper_has_no_mx_peaks_and_says_why(name: str) -> None:
     peaks = datasheet_peaks(name)
-    assert peaks is not None and set(peaks.tf) == {"bf16"}
+    assert peaks is not None and peaks.tf == {"bf16": 989, "fp8": 1979}  # dense FP8
     assert "no MX formats" in peaks.absent["mxfp8"] and "emulated" in peaks.absent["nvfp4"]
     blackwell = datasheet_peaks("NVIDIA B200")
     assert blackwell is not None and {"mxfp8", "nvfp4"} <= set(blackwell.tf)
@@ -185,3 +190,82 @@ def test_percent_of_measured_ceiling_is_the_busiest_ranks(reference: Body) -> No
     emulated = Case.model_validate({**case, "emulated": True})
     assert derive(meta, emulated).percentOfMeasuredCeiling is None
     assert "above_ceiling" not in [c.code for c in caveats(meta, emulated)]
+
+
+def test_the_grouped_set_has_distinct_gate_and_up_weights() -> None:
+    """gate, up and down of 2 experts (5 and 3 rows) against a matmul per expert: gate's
+    and up's outputs are their own weights' (a set timing gate twice would keep one
+    weight in L2)."""
+    torch.manual_seed(0)
+    x, h = torch.randn(8, 16), torch.randn(8, 32)
+    gate, up, down = torch.randn(2, 16, 32), torch.randn(2, 16, 32), torch.randn(2, 32, 16)
+    offs = torch.tensor([5, 8], dtype=torch.int32)
+    for kernel in ("torch._grouped_mm", "torch.matmul per expert"):
+        if kernel == "torch.matmul per expert":
+            offs = torch.tensor([4, 8], dtype=torch.int32)  # the loop's even groups
+        got = bf16_gemm_set(kernel, x.bfloat16(), h.bfloat16(),
+                            (gate.bfloat16(), up.bfloat16(), down.bfloat16()), offs)
+        ends = [0, *offs.tolist()]
+        want = [torch.cat([a[ends[e]:ends[e + 1]] @ w[e] for e in range(2)])
+                for a, w in ((x, gate), (x, up), (h, down))]
+        if kernel == "torch.matmul per expert":  # one output per expert and GEMM
+            got = [torch.cat(got[i::3]) for i in range(3)]
+        for g, w in zip(got, want, strict=True):
+            assert torch.allclose(g.float(), w, rtol=3e-2, atol=3e-1)
+
+
+def test_all_to_all_is_measured_at_each_cases_message_size() -> None:
+    """Each rank's send buffer in one collective, by hand (T = 32, K = 2, D = 128): standard
+    64 bf16 rows of 256 B; staged fp8 4 stages of 16 rows, wire rows D + 4 D / 128 = 132 B
+    and bf16 rows back; EP 1 sends nothing away (no all-to-all is measured for it)."""
+    matrix = parse_matrix({
+        "seed": 1, "shape": {"T": 32, "D": 128, "E": 4, "K": 2},
+        "case": [{"mode": "inference", "ep": ep, "precision": p, "pipeline": pipe, "F": 128,
+                  "imbalance": 1, "category": "c"}
+                 for ep, p, pipe in ((2, "bf16", "standard"), (2, "fp8", "staged"),
+                                     (4, "fp8", "standard"), (1, "bf16", "standard"))]})
+    cases = list(matrix.cases)
+    assert message_bytes(matrix.shape, cases[0]) == [64 * 256]
+    assert message_bytes(matrix.shape, cases[1]) == [16 * 132, 16 * 256]
+    assert a2a_sizes(matrix.shape, cases, 2) == [2112, 4096, 16384]
+    assert a2a_sizes(matrix.shape, cases, 4) == [16384]  # standard: bf16 dispatch
+
+
+def test_a_ceiling_is_taken_only_for_its_mode(reference: Body) -> None:
+    """A training ceiling times forward and backward GEMMs: not an inference case's; an
+    older runner's entry without a mode is taken for either."""
+    body, case = _with_ceiling(reference, 1234.5)
+    grouped = body["meta"]["measuredCeilings"]["grouped"]
+    other = "training" if case["mode"] == "inference" else "inference"
+    for entry in grouped:
+        entry["mode"] = other
+    meta = Meta.model_validate(body["meta"])
+    assert derive(meta, Case.model_validate(case)).percentOfMeasuredCeiling is None
+    grouped[1]["mode"] = case["mode"]
+    meta = Meta.model_validate(body["meta"])
+    assert derive(meta, Case.model_validate(case)).percentOfMeasuredCeiling == pytest.approx(
+        case["usefulTFPerGPU"] / 1234.5 * 100, rel=1e-12)
+
+
+def test_a_training_set_times_the_backward_gemms_too() -> None:
+    """The training ceiling's set returns each input's and weight's gradient: against the
+    transposed products written out here (output gradients of ones)."""
+    torch.manual_seed(1)
+    x, h = torch.randn(8, 16), torch.randn(8, 32)
+    gate, up, down = torch.randn(2, 16, 32), torch.randn(2, 16, 32), torch.randn(2, 32, 16)
+    offs = torch.tensor([5, 8], dtype=torch.int32)
+    inputs = [t.bfloat16() for t in (x, h, gate, up, down)]
+
+    def gemm_set(*t: torch.Tensor) -> list[torch.Tensor]:
+        return bf16_gemm_set("torch._grouped_mm", t[0], t[1], (t[2], t[3], t[4]), offs)
+
+    dx, dh, dgate, dup, ddown = with_backward(gemm_set, inputs)()
+    parts = [(0, 5), (5, 8)]
+    want_dx = torch.cat([torch.ones(b - a, 32) @ (gate[e] + up[e]).t()
+                         for e, (a, b) in enumerate(parts)])
+    want_dh = torch.cat([torch.ones(b - a, 16) @ down[e].t() for e, (a, b) in enumerate(parts)])
+    want_dw = torch.stack([x[a:b].t() @ torch.ones(b - a, 32) for a, b in parts])
+    want_ddown = torch.stack([h[a:b].t() @ torch.ones(b - a, 16) for a, b in parts])
+    for got, want in ((dx, want_dx), (dh, want_dh), (dgate, want_dw), (dup, want_dw),
+                      (ddown, want_ddown)):
+        assert torch.allclose(got.float(), want, rtol=3e-2, atol=2e-1)

@@ -19,7 +19,7 @@ from torch.multiprocessing.spawn import spawn
 
 from ingest.schema import Case
 from runner.execute import run_case
-from runner.layer import make_experts
+from runner.experts import make_experts
 from runner.matrix import DispatchSettings, MatrixError, Timing, parse_matrix
 from runner.phase_report import phase_fields
 from runner.phases import phase_outcome, time_phases

@@ -14,8 +14,8 @@ from live import free_port
 from torch.multiprocessing.spawn import spawn
 
 from runner import oom
+from runner.experts import Experts, make_experts
 from runner.graphs import NO_GRAPHS, agree_on_capture, training_steps
-from runner.layer import Experts, make_experts
 from runner.oom import STATE as OOM
 
 

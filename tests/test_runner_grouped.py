@@ -10,15 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from runner import layer
-from runner.layer import (
-    EXPERT_KERNELS,
-    Experts,
-    experts_grouped,
-    experts_loop,
-    grouped_mm_probe,
-    make_experts,
-)
+from runner import expert_kernels, grouped_probe
+from runner.expert_kernels import EXPERT_KERNELS, experts_grouped, experts_loop
+from runner.experts import Experts, make_experts
+from runner.grouped_probe import grouped_mm_probe
 
 CPU = torch.device("cpu")
 D, FF = 32, 64  # multiples of 32 (the mxfp8 block), as _grouped_mm wants 16
@@ -108,7 +103,7 @@ def test_backward_matches_a_matmul_per_expert(reduce: str) -> None:
 
 
 def test_the_probe_runs_grouped_mm_on_this_torch() -> None:
-    assert grouped_mm_probe(CPU) == layer.GroupedProbe(True, None)
+    assert grouped_mm_probe(CPU) == grouped_probe.GroupedProbe(True, None)
 
 
 def test_the_probe_says_why_not(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -148,7 +143,7 @@ def test_each_expert_function_records_its_kernel() -> None:
     def compiled(*args: Any) -> torch.Tensor:  # a compiled call runs no Python: no record
         return rows
 
-    layer.recording(experts_loop, compiled)(rows, experts, counts, _offs(counts), "bf16")
+    expert_kernels.recording(experts_loop, compiled)(rows, experts, counts, _offs(counts), "bf16")
     assert EXPERT_KERNELS.kernel == "loop"
 
 

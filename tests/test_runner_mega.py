@@ -27,7 +27,8 @@ from live import REPO, free_port
 from torch.multiprocessing.spawn import spawn
 
 from runner.compiles import COMPILES, compiled_or_eager, strict_recompiles
-from runner.layer import Experts, grouped_mm_runs, make_experts
+from runner.experts import Experts, make_experts
+from runner.grouped_probe import grouped_mm_runs
 from runner.pipelines import MEGA, BuildContext, Forward, mega_forward
 from runner.routing import build_plan
 from runner.spec import CaseSpec, Shape

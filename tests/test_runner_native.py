@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import torch
 
-from runner.layer import experts_loop, experts_native, make_experts
+from runner.expert_kernels import experts_loop, experts_native
+from runner.experts import make_experts
 from runner.native import USAGE, scaled_gemm, swizzle
 from runner.quant import dequantize_nvfp4, fake_quantize
 

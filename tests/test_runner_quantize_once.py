@@ -22,15 +22,9 @@ from live import free_port
 from torch.multiprocessing.spawn import spawn
 
 from runner import execute, native, quant
-from runner.layer import (
-    DeviceRouting,
-    PassConfig,
-    dispatch_wire,
-    experts_loop,
-    experts_native,
-    make_experts,
-    quantize_experts,
-)
+from runner.expert_kernels import experts_loop, experts_native
+from runner.experts import make_experts, quantize_experts
+from runner.layer import DeviceRouting, PassConfig, dispatch_wire
 from runner.matrix import parse_matrix
 from runner.platform import detect
 from runner.quant import wire_parts

@@ -181,7 +181,8 @@ def test_every_wire_field_present_or_null_with_reason(run: Run) -> None:
         allowed = {"nvlinkTXGBps", "nvlinkRXGBps", "nvlinkMaxTXGBps", "nvlinkMaxRXGBps",
                    "allocatedPeakGiB", "reservedPeakGiB", "graphAccepted", "gpuState",
                    "failure", "phaseGraphs", "phaseGraphNote",  # no CUDA graphs on the CPU
-                   "compileS", "compiledGraphs"}  # nothing compiled on the CPU
+                   "compileS", "compiledGraphs",  # nothing compiled on the CPU
+                   "fp8Scaling"}  # not an fp8 case
         if not training:
             allowed |= {"backwardMS", "backwardPhaseMS", "backwardPhaseMeanMS",
                         "backwardPhaseSumMS", "backwardPhaseGapMS", "backwardPhaseGapPercent"}
@@ -397,8 +398,8 @@ def test_ceilings_were_measured_before_the_cases(run: Run) -> None:
             gemm = 128 * math.ceil(gemm / 128)
         (entry,) = [g for g in ceilings["grouped"]
                     if (g["precision"], g["experts"], g["rowsPerExpert"], g["F"],
-                        g["pipeline"]) == (raw["precision"], experts, rows, raw["F"],
-                                           raw["pipeline"])]
+                        g["pipeline"], g["mode"]) == (raw["precision"], experts, rows,
+                                                      raw["F"], raw["pipeline"], raw["mode"])]
         assert (entry["gemmExperts"], entry["gemmRowsPerExpert"], entry["stages"]) == (
             active, gemm, stages)
         assert entry["emulated"] is (raw["precision"] != "bf16")
@@ -412,7 +413,12 @@ def test_ceilings_were_measured_before_the_cases(run: Run) -> None:
         assert derive(report.meta, case).percentOfMeasuredCeiling == expected
     # nccl-tests' arithmetic: algbw = each rank's buffer / time, busbw = algbw (n-1)/n.
     (a2a,) = ceilings["allToAll"]
-    assert a2a["ep"] == 2 and [s["bytes"] for s in a2a["sizes"]] == [2**16, 2**20]
+    # At the cases' message sizes (each rank's send buffer, T K / stages rows): bf16 rows
+    # of 2D = 128 B, 64 of them (2048 B per staged stage of 16); staged mxfp8's wire rows
+    # of D + D/32 = 66 B (16: 1056), mega's (64: 4224); nvfp4 mega's D/2 + D/16 + 4 = 40 B
+    # (64: 2560).
+    assert a2a["ep"] == 2
+    assert [s["bytes"] for s in a2a["sizes"]] == [1056, 2048, 2560, 4224, 8192]
     for size in a2a["sizes"]:
         assert size["algbwGBps"] == pytest.approx(size["bytes"] / size["ms"] / 1e6)
         assert size["busbwGBps"] == pytest.approx(size["algbwGBps"] / 2)

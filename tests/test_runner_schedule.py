@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from runner.layer import PassConfig, experts_loop, make_experts, prepare, routed_pass
+from runner.expert_kernels import experts_loop
+from runner.experts import make_experts
+from runner.layer import PassConfig, prepare, routed_pass
 from runner.pipelines import BuildContext, build_staged
 from runner.routing import build_plan, rank_routing
 from runner.schedule import pipeline_schedule, run_schedule

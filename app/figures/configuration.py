@@ -13,7 +13,7 @@ from app.case_fields import CaseDict
 # Known values first, in the order an engineer reads them; others follow alphabetically.
 _ORDER = {
     "mode": ("inference", "training"),
-    "precision": ("bf16", "mxfp8", "nvfp4"),
+    "precision": ("bf16", "fp8", "mxfp8", "nvfp4"),
     "pipeline": ("standard", "staged", "mega"),
 }
 

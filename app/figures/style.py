@@ -30,7 +30,7 @@ GIB = float(2**30)
 _KNOWN_COLOURS = {"bf16": "#0072B2", "mxfp8": "#E69F00", "nvfp4": "#CC79A7", "fp8": "#56B4E9"}
 PALETTE = ("#332288", "#44AA99", "#882255", "#999933", "#88CCEE", "#AA4499", "#DDCC77")
 # The precision's shape repeats its colour for whoever cannot tell the colours apart.
-_KNOWN_SHAPES = {"bf16": "circle", "mxfp8": "square", "nvfp4": "diamond"}
+_KNOWN_SHAPES = {"bf16": "circle", "mxfp8": "square", "nvfp4": "diamond", "fp8": "triangle-up"}
 _SHAPES = ("triangle-up", "triangle-down", "pentagon", "hexagon", "star", "hourglass")
 # The pipeline's mark inside the shape (plotly's -cross and -x symbols of circle, square
 # and diamond); another pipeline gets a dot.
