@@ -10,12 +10,22 @@ Fleming et al., https://doi.org/10.1145/3578244.3583719) does it, over plain num
    largest p-value is dropped while that p-value is >= ``max_pvalue`` (or, once all pass,
    while the smallest change is <= ``min_magnitude_percent``), its neighbours retested.
 
-Ours adds a minimum segment (``min_segment``): no split leaves fewer points on a side,
-and the merge drops first any change point with a shorter segment beside it, so a single
-outlier (two change points one point apart) is not a change, and a step at the tail is
-reported once ``min_segment`` points sit after it. ``min_segment=1`` with ``otava_exact``
-is Otava exactly (tests/test_changepoints.py runs Otava's test series). Otava's t-test is
-SciPy's ``ttest_ind_from_stats`` fed population standard deviations (ddof 0), as ours.
+Ours differs from Otava where a benchmark series needs it (``otava_exact=True`` with
+``min_segment=1`` is Otava exactly: tests/test_changepoints.py runs Otava's test series):
+
+- A minimum segment (``min_segment``): no split leaves fewer points on a side, and the
+  merge drops first any change point with a shorter segment beside it, so a single
+  outlier (two change points one point apart) is not a change, and a step at the tail
+  is reported once ``min_segment`` points sit after it.
+- A change that fails its test without one point of a segment shorter than a window
+  (``rests_on_one_point``) is dropped first too: an outlier among a step's first points.
+- Each change point is then moved, by less than ``min_segment``, to its best split
+  (``refine``), and merged again.
+- The windows stay on a grid and the merge retests both neighbours
+  (``ChangePointSettings.otava_exact`` says why).
+
+Otava's t-test is SciPy's ``ttest_ind_from_stats`` fed population standard deviations
+(ddof 0); ours is the same arithmetic (``student_t.t_test``).
 
 Why not a library: ``apache-otava`` pins numpy 2.2 and pulls BigQuery, Slack and pg8000;
 MongoDB's ``signal-processing-algorithms`` wants Python ~3.11, numpy < 2 and gevent.
@@ -63,8 +73,9 @@ class ChangePointSettings:
             raise ValueError(f"window: at least 2 points, not {self.window}")
         if not 0.0 < self.max_pvalue < 1.0:
             raise ValueError(f"max_pvalue: strictly between 0 and 1, not {self.max_pvalue}")
-        if self.min_segment < 1:
-            raise ValueError(f"min_segment: at least 1 point, not {self.min_segment}")
+        if not 1 <= self.min_segment <= self.window // 2:
+            raise ValueError(f"min_segment: from 1 to half the window ({self.window // 2}) "
+                             f"points, not {self.min_segment}")
 
     @property
     def first_pass_pvalue(self) -> float:
