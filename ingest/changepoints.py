@@ -288,11 +288,18 @@ def refine(values: FloatArray, indices: Sequence[int],
     return sorted(set(placed))
 
 
-def _detect(values: FloatArray, settings: ChangePointSettings) -> list[ChangePoint]:
-    points = merge(values, split(values, settings), settings)
-    if settings.otava_exact or settings.min_segment == 1 or not points:
-        return points
-    return merge(values, refine(values, [p.index for p in points], settings), settings)
+def _detect(values: FloatArray, settings: ChangePointSettings,
+            first: int = 0) -> list[ChangePoint]:
+    """The change points of ``values``; after ``first`` only, if given: a change point
+    that stands (the tail recompute's anchor), so the windows run from the start, as a
+    full recompute's, and the merge from ``first``, which no change point crosses."""
+    weak = [i - first for i in split(values, settings) if i > first]
+    tail = values[first:]
+    points = merge(tail, weak, settings)
+    if not (settings.otava_exact or settings.min_segment == 1 or not points):
+        points = merge(tail, refine(tail, [p.index for p in points], settings), settings)
+    return [ChangePoint(p.index + first, p.before_mean, p.after_mean, p.change_percent,
+                        p.pvalue) for p in points]
 
 
 def _kept_indices(length: int, outliers: Collection[int]) -> NDArray[np.int64]:
@@ -308,20 +315,32 @@ def find_change_points(values: Values,
                        steps: Collection[int] = (),
                        outliers: Collection[int] = ()) -> list[ChangePoint]:
     """The change points of ``values`` (a series, oldest first), honouring the marks."""
+    return _find(values, settings, steps, outliers)
+
+
+def _find(values: Values, settings: ChangePointSettings, steps: Collection[int],
+          outliers: Collection[int], first: int = 0) -> list[ChangePoint]:
+    """``find_change_points``, after ``first`` only (see ``_detect``)."""
     series = np.asarray(values, dtype=np.float64)
     if series.ndim != 1 or not np.all(np.isfinite(series)):
         raise ValueError("values: a sequence of finite numbers")
     kept = _kept_indices(len(series), outliers)
     cuts = sorted({0, len(kept), *(int(np.searchsorted(kept, s)) for s in steps)})
+    after = int(np.searchsorted(kept, first))
     found: list[ChangePoint] = []
     for start, stop in zip(cuts, cuts[1:], strict=False):
-        for point in _detect(series[kept[start:stop]], settings):
+        if stop <= after:
+            continue
+        for point in _detect(series[kept[start:stop]], settings, max(after - start, 0)):
             found.append(ChangePoint(int(kept[start + point.index]), point.before_mean,
                                      point.after_mean, point.change_percent, point.pvalue))
     return found
 
 
-# An append recomputes at most this many windows of the series' end, and at least two.
+# An append recomputes the series from its last change point (or step mark) up to this
+# many windows back, at least two windows from the end (an "anchor"); without one, this
+# many windows of the end.
+ANCHOR_WINDOWS = 20
 TAIL_WINDOWS = 6
 
 
@@ -330,42 +349,58 @@ def find_change_points_tail(values: Values, known: Sequence[ChangePoint],
                             steps: Collection[int] = (),
                             outliers: Collection[int] = ()) -> list[ChangePoint]:
     """What ``find_change_points`` says of ``values`` after points were appended, given
-    ``known``, its answer before (in O(window) per call, not O(series)): the series from
-    ``start`` on is detected afresh, the change points before ``start`` are kept.
+    ``known``, its answer before: the series' end is detected afresh, the change points
+    before it are kept. O(window) per append, not O(series): a run's windows away from
+    the end are the previous run's and come from ``_known_window``'s cache.
 
-    The fresh run starts on the windows' grid (multiples of half a window) a window or
-    more before its first change point, so its windows are the full recompute's there.
-    Its first change point may be the last known change point (or step mark) between
-    ``TAIL_WINDOWS`` and two windows from the end, an "anchor" both runs have: the known
-    change points before it are kept, it is retested against the segment now after it,
-    and the fresh ones after it taken. Without an anchor, nothing is known between
-    ``TAIL_WINDOWS`` and two windows from the end, and the fresh run's first window (its
-    edge) is left to the known change points."""
+    With an anchor (see ``ANCHOR_WINDOWS``), a change point both runs have, the known
+    change points up to it are kept and the fresh ones after it taken; the fresh run's
+    windows start on the full recompute's grid a window before it, and its merge at it.
+    Without one, nothing is known from
+    ``TAIL_WINDOWS`` to two windows from the end; the fresh run starts on the grid there
+    and its first window (its edge) is left to the known change points. The last kept
+    change point is retested against the segment now after it; should it fail, the whole
+    series is recomputed."""
     length = len(values)
     longest, shortest = TAIL_WINDOWS * settings.window, 2 * settings.window
     if length <= longest:
         return find_change_points(values, settings, steps=steps, outliers=outliers)
     grid = settings.window // 2
     boundaries = sorted({p.index for p in known} | set(steps))
-    anchors = [b for b in boundaries if length - longest <= b <= length - shortest]
+    anchors = [b for b in boundaries
+               if length - ANCHOR_WINDOWS * settings.window <= b <= length - shortest]
     if anchors:
-        origin = max(anchors[-1] - settings.window, 0) // grid * grid
-        cut = anchors[-1] + 1
+        origin = _on_grid(max(anchors[-1] - settings.window, 0), length, grid, steps, outliers)
+        cut, first = anchors[-1] + 1, anchors[-1] - origin
     else:
-        origin = (length - longest) // grid * grid
-        cut = origin + settings.window
+        origin = _on_grid(length - longest, length, grid, steps, outliers)
+        cut, first = origin + settings.window, 0
     fresh = [ChangePoint(p.index + origin, p.before_mean, p.after_mean, p.change_percent,
                          p.pvalue)
-             for p in find_change_points(values[origin:], settings,
-                                         steps=[s - origin for s in steps if s > origin],
-                                         outliers=[o - origin for o in outliers if o >= origin])
+             for p in _find(values[origin:], settings, [s - origin for s in steps if s > origin],
+                            [o - origin for o in outliers if o >= origin], first)
              if p.index + origin >= cut]
     kept = [p for p in known if p.index < cut]
-    if anchors and kept and kept[-1].index == anchors[-1]:
-        lower = max([b for b in boundaries if b < anchors[-1]], default=0)
-        upper = fresh[0].index if fresh else length
-        kept[-1] = _retest(values, lower, anchors[-1], upper, outliers)
+    if kept:  # the segment after the last kept change point may have grown
+        last = kept[-1].index
+        lower = max([b for b in boundaries if b < last], default=0)
+        upper = min([s for s in steps if s > last] + [p.index for p in fresh[:1]] + [length])
+        kept[-1] = _retest(values, lower, last, upper, outliers)
+        if kept[-1].pvalue >= settings.max_pvalue:  # it no longer stands: start over
+            return find_change_points(values, settings, steps=steps, outliers=outliers)
     return kept + fresh
+
+
+def _on_grid(index: int, length: int, grid: int, steps: Collection[int],
+             outliers: Collection[int]) -> int:
+    """The last start of a full recompute's window at or before ``index``: the windows
+    count the points that are not outliers, by ``grid``, from the series' start or the
+    last step mark."""
+    kept = _kept_indices(length, outliers)
+    position = int(np.searchsorted(kept, index, side="right")) - 1
+    stretch = max([c for c in (int(np.searchsorted(kept, s)) for s in steps) if c <= position],
+                  default=0)
+    return int(kept[stretch + (max(position, stretch) - stretch) // grid * grid])
 
 
 def _retest(values: Values, start: int, split: int, stop: int,

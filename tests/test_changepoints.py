@@ -227,20 +227,26 @@ def test_a_tail_step_waits_for_min_segment_points() -> None:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_tail_recompute_equals_the_full_recompute(seed: int) -> None:
+    # Ten levels within +-10 %, 20 to 150 points each, 0.5 to 2 % noise, five 30 %
+    # outliers; marked as outliers for seeds 1 and 2, and a step mark for 1 and 3.
     rng = np.random.default_rng(seed)
-    levels = [(int(n), float(v)) for n, v in zip(rng.integers(30, 160, 8),
-                                                 rng.uniform(0.9, 1.1, 8), strict=True)]
-    series = noisy(levels, 0.01, seed)
-    known = find_change_points(series[:300])
+    levels = np.repeat(rng.uniform(0.9, 1.1, 10), rng.integers(20, 150, 10))
+    series = 10 * levels * (1 + rng.uniform(0.005, 0.02) * rng.standard_normal(len(levels)))
+    spikes = sorted(set(rng.integers(0, len(series), 5).tolist()))
+    series[spikes] *= 1.3
+    steps = [int(rng.integers(100, len(series)))] if seed % 2 else []
+    outliers = spikes if seed % 3 else []
+    known = find_change_points(series[:300], steps=steps, outliers=outliers)
     for length in range(301, len(series) + 1):
-        known = find_change_points_tail(series[:length], known)
-        full = find_change_points(series[:length])
+        known = find_change_points_tail(series[:length], known, steps=steps,
+                                        outliers=outliers)
+        full = find_change_points(series[:length], steps=steps, outliers=outliers)
         assert indices(known) == indices(full), length
         for got, want in zip(known, full, strict=True):
             assert got.before_mean == pytest.approx(want.before_mean)
             assert got.after_mean == pytest.approx(want.after_mean)
             assert got.pvalue == pytest.approx(want.pvalue, rel=1e-6, abs=1e-300)
-    assert len(known) >= 3  # the series had steps to find
+    assert len(known) >= 4  # the series had steps to find
 
 
 def test_outlier_marks_leave_the_series() -> None:
