@@ -340,7 +340,7 @@ def _find(values: Values, settings: ChangePointSettings, steps: Collection[int],
 # An append recomputes the series from its last change point (or step mark) up to this
 # many windows back, at least two windows from the end (an "anchor"); without one, this
 # many windows of the end.
-ANCHOR_WINDOWS = 20
+ANCHOR_WINDOWS = 10
 TAIL_WINDOWS = 6
 
 
