@@ -190,7 +190,8 @@ def window_change_points(window: FloatArray, pvalue: float, min_segment: int) ->
 
 
 # An append changes a series' last window or two; the tail recompute's other windows are
-# the previous append's, on the same grid, and come from here (63 series x 13 windows).
+# the previous append's, on the same grid, and come from here (63 series x up to 22
+# windows a report).
 @functools.lru_cache(maxsize=8192)
 def _known_window(window: bytes, pvalue: float, min_segment: int) -> tuple[int, ...]:
     return tuple(window_change_points(np.frombuffer(window), pvalue, min_segment))
