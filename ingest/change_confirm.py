@@ -41,7 +41,8 @@ def confirm(verdict: Verdict, change_points: Sequence[ChangePoint], newest_index
             judged_index: int | None = None,
             settings: ChangePointSettings = DEFAULT_SETTINGS) -> Confirmation:
     """What the change points say of ``verdict``, the judge's on the point at
-    ``judged_index`` (the newest point unless given)."""
+    ``judged_index`` (the newest point unless given). The series is a time (the judge's
+    ``layerMS``, or a phase's): a change point up is a regression."""
     index = newest_index if judged_index is None else judged_index
     if not verdict.flagged:
         at = next((p for p in change_points if p.index == index), None)
