@@ -118,8 +118,9 @@ def load(engine: Engine, reference: dict[str, Any], count: int) -> None:
                 meta, _, _, body = variants[i % DISTINCT]
                 meta = {**meta, "date": (FIRST + timedelta(days=i * 365 // count)).isoformat(),
                         "runId": f"bench-{i}"}
+                sha = hashlib.sha256(f"bench-{i}".encode()).hexdigest()
                 report_rows.append({
-                    "content_sha256": hashlib.sha256(f"bench-{i}".encode()).hexdigest(),
+                    "content_sha256": sha, "current_sha256": sha,
                     "run_id": meta["runId"], "date": meta["date"], "gpu": meta["gpu"],
                     "series": series, "provenance": provenance_key(meta),
                     "source": meta.get("source"), "meta": meta, "extra": {}, "body": body,

@@ -226,9 +226,10 @@ def prepare_rows(reports: list[dict[str, Any]]) -> list[Prepared]:
         rows, caveats = report_service.case_rows(0, report.meta, raw["cases"], report.cases, 0)
         best = max((r["percent_of_peak"] for r in rows if r["percent_of_peak"] is not None),
                    default=None)
+        sha = report_service.canonical_sha256(raw)
         out.append(Prepared(
             report={
-                "content_sha256": report_service.canonical_sha256(raw),
+                "content_sha256": sha, "current_sha256": sha,
                 "run_id": report.meta.runId, "date": report.meta.date, "gpu": report.meta.gpu,
                 "series": series_context(raw["meta"]),
                 "provenance": provenance_key(raw["meta"]), "source": report.meta.source,

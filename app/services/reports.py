@@ -61,13 +61,13 @@ def ingest_report(session: Session, raw: dict[str, Any], report: Report) -> Inge
     ``raw`` is the parsed JSON as posted; it is what ``report.json`` gives back."""
     sha = canonical_sha256(raw)
     if report.meta.runId is None:
-        grown = _grown_into(session, sha, report, raw)
+        grown = _grown_into(session, sha)
         if grown is not None:
             return IngestResult(grown, len(report.cases), created=False)
     extra = {k: v for k, v in raw.items() if k not in ("meta", "cases")}
     new_id = reports_repo.insert_report(
-        session, content_sha256=sha, run_id=report.meta.runId, date=report.meta.date,
-        gpu=report.meta.gpu, series=series_context(raw["meta"]),
+        session, content_sha256=sha, current_sha256=sha, run_id=report.meta.runId,
+        date=report.meta.date, gpu=report.meta.gpu, series=series_context(raw["meta"]),
         provenance=provenance_key(raw["meta"]), source=report.meta.source,
         meta=raw["meta"], extra=extra,
         body=report_body.encode(raw["meta"], raw["cases"], extra),
@@ -86,23 +86,17 @@ def ingest_report(session: Session, raw: dict[str, Any], report: Report) -> Inge
                         cases_added=added)
 
 
-def _grown_into(session: Session, sha: str, report: Report, raw: dict[str, Any]) -> int | None:
+def _grown_into(session: Session, sha: str) -> int | None:
     """The stored report that appends made into exactly this content: a streamed report
     posted whole afterwards (report.json as it stands) is that report, not a new one.
 
     A runId already names the report it repeats, and the content it was first posted with
-    is caught by the insert's ON CONFLICT; this looks only where neither applies. Read
+    is caught by the insert's ON CONFLICT; this looks only where neither applies, by the
+    hash of each report's current content (one index probe, whatever the day holds). Read
     before the insert: concurrent posts of the same whole file all find the grown report,
     and where none exists yet they race on the content hash's unique constraint as any
     first post does."""
-    candidates = reports_repo.same_shape_reports(
-        session, content_sha256=sha, date=report.meta.date, gpu=report.meta.gpu,
-        series=series_context(raw["meta"]), case_count=len(report.cases))
-    for report_id in candidates:
-        stored = report_body.document(reports_repo.report_body(session, report_id))
-        if canonical_sha256(stored) == sha:
-            return report_id
-    return None
+    return reports_repo.grown_into(session, sha)
 
 
 def append_cases(
@@ -124,9 +118,10 @@ def append_cases(
     if new:
         _insert_cases(session, report_id, meta, [r for r, _ in new], [c for _, c in new],
                       reports_repo.next_position(session, report_id))
-        body = reports_repo.report_body(session, report_id)
-        reports_repo.set_report_body(session, report_id,
-                                     report_body.appended(body, [r for r, _ in new]))
+        grown = report_body.appended(reports_repo.report_body(session, report_id),
+                                     [r for r, _ in new])
+        reports_repo.set_report_body(session, report_id, report_body.encode_document(grown),
+                                     canonical_sha256(grown))
     count = reports_repo.refresh_summary(session, report_id)
     return AppendResult(added=len(new), unchanged=len(cases) - len(new), case_count=count)
 
