@@ -8,11 +8,16 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.case_fields import FILTERABLE, CaseFilter
 from app.matrix_metrics import DEFAULT_METRIC
 from cli.errors import CommandError
-from cli.service_client import ServiceClient
+
+if TYPE_CHECKING:
+    # httpx: imported where the server is asked, not by an export from the database,
+    # which reuses ``target`` and ``write``.
+    from cli.service_client import ServiceClient
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,8 @@ def target(args: argparse.Namespace) -> Target:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cli.service_client import ServiceClient
+
     chosen = target(args)
     with ServiceClient(args.url, args.token) as server:
         filename, html = fetch(server, chosen)

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from app.api.deps import ReadAccess
 from app.api.params import ReportIdQuery, Text
 from app.api.responses import READ, errors
-from app.core.db import SessionDep
+from app.api.sessions import SessionDep
 from app.services.platforms import platforms_page
 from app.services.platforms_text import platforms_csv
 from ingest.schema import INT32_MAX

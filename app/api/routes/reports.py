@@ -24,8 +24,8 @@ from app.api.schemas import (
     report_notes,
     report_summary,
 )
+from app.api.sessions import SessionDep, TransactionDep
 from app.core.config import get_settings
-from app.core.db import SessionDep, TransactionDep
 from app.services import cases as case_service
 from app.services import reports as report_service
 from app.services.report_detail import report_detail
