@@ -49,7 +49,7 @@ from sqlalchemy.orm import Session  # noqa: E402
 
 from app import report_body  # noqa: E402
 from app.models import Base, CaseRow  # noqa: E402
-from app.services.reports import case_rows  # noqa: E402
+from app.services.reports import case_hashes, case_rows  # noqa: E402
 from db.migrate import downgrade, upgrade  # noqa: E402
 from ingest.provenance import provenance_key  # noqa: E402
 from ingest.reference import reference_report_text  # noqa: E402
@@ -99,7 +99,7 @@ def _variants(reference: dict[str, Any]) -> list[tuple[dict[str, Any], list[dict
     out = []
     for body in synthetic_series(reference, DISTINCT, seed=11):
         report = validate_report(body)
-        rows, caveats = case_rows(0, report.meta, body["cases"], report.cases, 0)
+        rows, caveats = case_rows(0, report.meta, report.cases, case_hashes(body["cases"]), 0)
         out.append((body["meta"], rows, caveats, report_body.encode(body["meta"],
                                                                     body["cases"], {})))
     return out

@@ -223,10 +223,10 @@ def prepare_rows(reports: list[dict[str, Any]]) -> list[Prepared]:
     for raw in reports:
         report = validate_report(raw)
         extra = {k: v for k, v in raw.items() if k not in ("meta", "cases")}
-        rows, caveats = report_service.case_rows(0, report.meta, raw["cases"], report.cases, 0)
+        sha, hashes = report_service.content_hashes(raw)
+        rows, caveats = report_service.case_rows(0, report.meta, report.cases, hashes, 0)
         best = max((r["percent_of_peak"] for r in rows if r["percent_of_peak"] is not None),
                    default=None)
-        sha = report_service.canonical_sha256(raw)
         out.append(Prepared(
             report={
                 "content_sha256": sha, "current_sha256": sha,
