@@ -24,6 +24,10 @@ down_revision: str | None = '0008'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
+# SQLite's batch mode rebuilds the table: without this it would start reusing the ids of
+# deleted reports.
+_KEEP = {"sqlite_autoincrement": True}
+
 _reports = sa.table('reports', sa.column('id', sa.Integer()), sa.column('body', sa.LargeBinary()),
                     sa.column('current_sha256', sa.String()))
 
@@ -46,16 +50,16 @@ def _backfill() -> None:
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('reports', schema=None) as batch_op:
+    with op.batch_alter_table('reports', schema=None, table_kwargs=_KEEP) as batch_op:
         batch_op.add_column(sa.Column('current_sha256', sa.String(length=64), nullable=True))
     _backfill()
-    with op.batch_alter_table('reports', schema=None) as batch_op:
+    with op.batch_alter_table('reports', schema=None, table_kwargs=_KEEP) as batch_op:
         batch_op.alter_column('current_sha256', existing_type=sa.String(length=64),
                               nullable=False)
         batch_op.create_index('ix_reports_current_sha256', ['current_sha256'], unique=False)
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('reports', schema=None) as batch_op:
+    with op.batch_alter_table('reports', schema=None, table_kwargs=_KEEP) as batch_op:
         batch_op.drop_index('ix_reports_current_sha256')
         batch_op.drop_column('current_sha256')
