@@ -73,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.posts} same-day posts without a runId, {args.cases} cases each, one client:")
     print(f"  median of the first {args.window}: {first:.1f} ms; of the last {args.window}: "
           f"{last:.1f} ms; all: {statistics.median(latencies) * 1e3:.1f} ms")
+    tenth = max(1, args.posts // 10)
+    print("  median of each tenth: " + ", ".join(
+        f"{statistics.median(latencies[i:i + tenth]) * 1e3:.0f}"
+        for i in range(0, len(latencies), tenth)) + " ms")
     ok = ratio <= FLAT_TARGET
     print(f"  last / first = {ratio:.2f} (target <= {FLAT_TARGET})  {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
