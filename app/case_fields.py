@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ingest.derived import LIMITERS
+from ingest.limiters import LIMITERS
 
 # A case as the API serves it, and as the figures, the table and the export read it: its
 # wire fields, its derived fields and its caveats, by wire name. (``ingest.schema.Case`` is

@@ -20,7 +20,8 @@ from app.api.openapi import add_body_schemas, apply_settings, operation_id
 from app.api.routes import export, health, history, marks, matrix, platforms, reports
 from app.core.config import Settings, get_settings
 from app.core.db import get_engine
-from app.core.errors import NotFound, install_error_handlers
+from app.core.error_handlers import install_error_handlers
+from app.core.errors import NotFound
 from app.core.head import HeadAsGet
 from app.core.limits import BodySizeLimit
 from app.core.read_gate import ReadGate

@@ -65,6 +65,10 @@ class ReportRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     # sha256 of the canonical JSON of the report as first posted: the dedup key.
     content_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    # The same hash of report.json as it stands now (appends change it): a whole file
+    # posted again after its cases were streamed is found by this index, not by decoding
+    # every stored report of its day.
+    current_sha256: Mapped[str] = mapped_column(String(64), index=True)
     run_id: Mapped[str | None] = mapped_column(String(200), unique=True)
     date: Mapped[str] = mapped_column(String(200), index=True)
     gpu: Mapped[str] = mapped_column(String(200), index=True)

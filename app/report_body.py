@@ -19,7 +19,7 @@ def document_bytes(document: dict[str, Any]) -> bytes:
 
 
 def encode(meta: dict[str, Any], cases: list[dict[str, Any]], extra: dict[str, Any]) -> bytes:
-    return zlib.compress(document_bytes({"meta": meta, "cases": cases, **extra}), LEVEL)
+    return encode_document({"meta": meta, "cases": cases, **extra})
 
 
 def json_bytes(body: bytes) -> bytes:
@@ -31,8 +31,13 @@ def document(body: bytes) -> dict[str, Any]:
     return value
 
 
-def appended(body: bytes, cases: list[dict[str, Any]]) -> bytes:
-    """The body with ``cases`` added after the ones it holds (their arrival order)."""
+def appended(body: bytes, cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """The document of ``body`` with ``cases`` added after the ones it holds (their arrival
+    order); ``encode_document`` stores it."""
     doc = document(body)
     meta, held = doc.pop("meta"), doc.pop("cases")
-    return encode(meta, [*held, *cases], doc)
+    return {"meta": meta, "cases": [*held, *cases], **doc}
+
+
+def encode_document(doc: dict[str, Any]) -> bytes:
+    return zlib.compress(document_bytes(doc), LEVEL)

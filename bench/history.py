@@ -49,7 +49,7 @@ from sqlalchemy.orm import Session  # noqa: E402
 
 from app import report_body  # noqa: E402
 from app.models import Base, CaseRow  # noqa: E402
-from app.services.reports import case_rows  # noqa: E402
+from app.services.reports import case_hashes, case_rows  # noqa: E402
 from db.migrate import downgrade, upgrade  # noqa: E402
 from ingest.provenance import provenance_key  # noqa: E402
 from ingest.reference import reference_report_text  # noqa: E402
@@ -99,7 +99,7 @@ def _variants(reference: dict[str, Any]) -> list[tuple[dict[str, Any], list[dict
     out = []
     for body in synthetic_series(reference, DISTINCT, seed=11):
         report = validate_report(body)
-        rows, caveats = case_rows(0, report.meta, body["cases"], report.cases, 0)
+        rows, caveats = case_rows(0, report.meta, report.cases, case_hashes(body["cases"]), 0)
         out.append((body["meta"], rows, caveats, report_body.encode(body["meta"],
                                                                     body["cases"], {})))
     return out
@@ -118,8 +118,9 @@ def load(engine: Engine, reference: dict[str, Any], count: int) -> None:
                 meta, _, _, body = variants[i % DISTINCT]
                 meta = {**meta, "date": (FIRST + timedelta(days=i * 365 // count)).isoformat(),
                         "runId": f"bench-{i}"}
+                sha = hashlib.sha256(f"bench-{i}".encode()).hexdigest()
                 report_rows.append({
-                    "content_sha256": hashlib.sha256(f"bench-{i}".encode()).hexdigest(),
+                    "content_sha256": sha, "current_sha256": sha,
                     "run_id": meta["runId"], "date": meta["date"], "gpu": meta["gpu"],
                     "series": series, "provenance": provenance_key(meta),
                     "source": meta.get("source"), "meta": meta, "extra": {}, "body": body,

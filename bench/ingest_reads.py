@@ -12,7 +12,7 @@
 
 The database is MOESCOPE_BENCH_POSTGRES_URL (its tables are emptied: point it at a
 scratch database), else a fresh database on the MOESCOPE_TEST_POSTGRES_URL server, created
-and dropped here. Targets: API >= 40 % of the floor; GET .../cases p99 < 50 ms.
+and dropped here. Targets: API >= 40 % of the floor; GET .../cases p99 < 20 ms (ETag and gzip on).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from ingest.series import series_context  # noqa: E402
 from ingest.validate import validate_report  # noqa: E402
 
 API_TARGET = 0.40
-GET_P99_TARGET_MS = 50.0
+GET_P99_TARGET_MS = 20.0
 # Fields a perturbation must leave alone: imbalance is a setting (>= 1), not a measurement.
 KEEP = {"imbalance"}
 
@@ -223,12 +223,13 @@ def prepare_rows(reports: list[dict[str, Any]]) -> list[Prepared]:
     for raw in reports:
         report = validate_report(raw)
         extra = {k: v for k, v in raw.items() if k not in ("meta", "cases")}
-        rows, caveats = report_service.case_rows(0, report.meta, raw["cases"], report.cases, 0)
+        sha, hashes = report_service.content_hashes(raw)
+        rows, caveats = report_service.case_rows(0, report.meta, report.cases, hashes, 0)
         best = max((r["percent_of_peak"] for r in rows if r["percent_of_peak"] is not None),
                    default=None)
         out.append(Prepared(
             report={
-                "content_sha256": report_service.canonical_sha256(raw),
+                "content_sha256": sha, "current_sha256": sha,
                 "run_id": report.meta.runId, "date": report.meta.date, "gpu": report.meta.gpu,
                 "series": series_context(raw["meta"]),
                 "provenance": provenance_key(raw["meta"]), "source": report.meta.source,

@@ -11,7 +11,7 @@ from app.export import service
 from app.services.report_list import latest_report_id
 from cli.database import migrated_database_url
 from cli.errors import CommandError
-from cli.export import target, write
+from cli.export_target import target, write
 
 
 def run(args: argparse.Namespace) -> int:

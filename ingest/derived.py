@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from ingest.precisions import ELEMENT_BYTES
@@ -24,7 +24,6 @@ BOUND_UTIL_PERCENT = 60.0
 TRAINING_FACTOR = 3  # forward + backward (two GEMMs per forward GEMM), as the model counts
 # The busiest rank receiving this many times the mean rows is a hot rank.
 HOT_RANK_FACTOR = 2.0
-LIMITERS = ("compute", "hbm", "nvlink", "latency")
 # NVML's clocks-event (throttle) reason bits (nvml.h, nvmlClocksEventReason*).
 CLOCK_EVENT_REASONS = {
     0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
@@ -93,7 +92,8 @@ class Derived:
     communicationSharePercent: float | None
 
     def as_dict(self) -> dict[str, float | str | None]:
-        return asdict(self)
+        # Every field is a scalar: asdict's recursive deep copy was a tenth of an ingest.
+        return dict(vars(self))
 
 
 @dataclass(frozen=True)

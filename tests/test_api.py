@@ -82,6 +82,31 @@ def test_same_run_id_other_content_is_the_same_report(
     assert case["layerMS"] == reference["cases"][0]["layerMS"]
 
 
+def test_case_pages_follow_appends(client: TestClient, auth: Auth, reference: Body) -> None:
+    """The case list, whole and filtered, read again after each append: every answer holds
+    the cases stored at that moment, in order, under a new ETag each time."""
+    headers = auth("ingest")
+    report_id = _post(client, small_report(reference, 60), headers)["id"]
+    cases_path = f"{REPORTS}/{report_id}/cases"
+    precision = reference["cases"][0]["precision"]
+    etags = set()
+    for before, stored in ((60, 60), (60, 62), (62, 63)):
+        if stored > before:
+            added = client.post(cases_path, headers=headers,
+                                json={"cases": reference["cases"][before:stored]})
+            assert added.json()["caseCount"] == stored, added.text
+        for _ in range(2):  # the second read is served as the first was read
+            whole = client.get(cases_path)
+            assert [c["id"] for c in whole.json()["items"]] == \
+                [c["id"] for c in reference["cases"][:stored]]
+            assert whole.json()["total"] == stored
+            matching = client.get(cases_path, params={"precision": precision})
+            assert [c["id"] for c in matching.json()["items"]] == \
+                [c["id"] for c in reference["cases"][:stored] if c["precision"] == precision]
+        etags.add(whole.headers["etag"])
+    assert len(etags) == 3
+
+
 def test_streamed_report_posted_whole_is_the_same_report(
     client: TestClient, auth: Auth, reference: Body, session: Session
 ) -> None:

@@ -5,6 +5,8 @@ count query, and the fast tree check flags exactly what the slow walk names."""
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from typing import Any
 
 import pytest
@@ -176,3 +178,22 @@ def test_tree_problems_found_deep_in_a_clean_report(
     reference["cases"][41]["windows"]["combined"][2] = 1.0
     reference["meta"]["shape"][value if isinstance(value, str) else "x"] = 1
     assert bool(list(tree_problems(reference))) == isinstance(value, str)
+
+
+def test_content_hashes_are_the_hashes_of_canonical_json(reference: dict[str, Any]) -> None:
+    """The report's hash built from its cases' encodings is the hash of the whole report
+    encoded at once (keys sorted, no spaces), also with keys that sort around "cases" and
+    text outside ASCII; and each case's is its own."""
+    raw = copy.deepcopy(reference)
+    raw["aaa"] = {"z": 1, "b": [1.5, None, True]}
+    raw["zzz"] = "Grüße, 東京"
+    raw["cases"][0]["note"] = "ümlaut ✓"
+
+    def sha(value: Any) -> str:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    whole, cases = report_service.content_hashes(raw)
+    assert whole == sha(raw)
+    assert cases == [sha(case) for case in raw["cases"]]
+    assert len(set(cases)) == len(raw["cases"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,8 +17,9 @@ from sqlalchemy import create_engine, inspect, pool, text
 from sqlalchemy.orm import Session
 
 from app.models import Base
+from app.repository.reports import count_reports
 from app.services.report_json import report_json_bytes
-from app.services.reports import ingest
+from app.services.reports import append, ingest
 from db.migrate import downgrade, head_revision, upgrade
 from ingest.provenance import provenance_key
 from ingest.series import series_context
@@ -139,5 +141,42 @@ def test_0004_converts_stored_reports_both_ways(empty_database: str, reference: 
             assert [tuple(p) for p in phases[:2]] == [(0.25, 0.5, 0.125), (None, None, None)]
             stored = session.execute(text("SELECT provenance FROM reports")).scalar_one()
             assert stored == provenance_key(body["meta"])
+    finally:
+        engine.dispose()
+
+
+def _sha256_of_canonical(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def test_0010_hashes_stored_reports_current_content(empty_database: str, reference: Any) -> None:
+    """A report posted with 60 cases and grown by 3 appends, taken down to 0008 and up
+    again: 0010 hashes the body as it stands (the 63 cases), so the whole file posted
+    afterwards is that report, while the first post's hash stays the dedup key."""
+    upgrade(empty_database)
+    first = {**reference, "cases": reference["cases"][:60]}
+    engine = create_engine(empty_database, poolclass=pool.NullPool)
+    try:
+        with Session(engine) as session:
+            report_id = ingest(session, first).id
+            append(session, report_id, {"cases": reference["cases"][60:]})
+            session.commit()
+
+        downgrade(empty_database, "0008")
+        with engine.connect() as connection:
+            columns = {c["name"] for c in inspect(connection).get_columns("reports")}
+        assert "current_sha256" not in columns
+
+        upgrade(empty_database)
+        with engine.connect() as connection:
+            stored = connection.execute(text(
+                "SELECT content_sha256, current_sha256 FROM reports")).one()
+        assert tuple(stored) == (_sha256_of_canonical(first), _sha256_of_canonical(reference))
+        with Session(engine) as session:
+            again = ingest(session, reference)
+            session.commit()
+            assert (again.id, again.created) == (report_id, False)
+            assert count_reports(session) == 1
     finally:
         engine.dispose()

@@ -55,7 +55,8 @@ def test_the_blocker_blocks_every_server_package() -> None:
 # The command line's modules that a runner-only install loads (cli/parser.py names, for each
 # command, the module that runs it with and without the server extra).
 CLIENT_MODULES = ("cli.main", "cli.parser", "cli.errors", "cli.service_client", "cli.ingest",
-                  "cli.export", "cli.regressions", "cli.regressions_markdown", "cli.runner")
+                  "cli.export", "cli.export_target", "cli.regressions",
+                  "cli.regressions_markdown", "cli.runner")
 SERVER_COMMAND_MODULES = ("cli.serve", "cli.migrations", "cli.tokens", "cli.database",
                           "cli.ingest_database", "cli.export_database",
                           "cli.regressions_database", "cli.platforms")

@@ -9,8 +9,8 @@ from fastapi import Depends, Header, Response
 
 from app.api.deps import ReadAccess
 from app.api.params import ReportId
+from app.api.sessions import SessionDep
 from app.core.config import get_settings
-from app.core.db import SessionDep
 from app.core.errors import NotModified
 from app.services.versions import etag_matches, report_etag
 

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from app.api.sessions import SessionDep
 from app.core.config import get_settings
-from app.core.db import SessionDep
 from app.core.errors import UnsupportedMediaType
 from app.models import TokenRow
 from app.services.auth import COOKIE, authorise, presented_token

@@ -1,14 +1,14 @@
 """Engines and sessions. One engine per URL; sessions are opened here only: one per request
-(``SessionDep``), one per page render, callback or CLI command (``session_scope``)."""
+(``app.api.sessions.SessionDep`` opens it here), one per page render, callback or CLI
+command (``session_scope``). FastAPI stays out of this module: the command line imports it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import Depends
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -77,23 +77,3 @@ def transaction(session: Session) -> Iterator[Session]:
     except BaseException:
         session.rollback()
         raise
-
-
-def get_session() -> Iterator[Session]:
-    """A session for one request; anything left uncommitted when it ends is rolled back."""
-    with session_scope() as session:
-        yield session
-
-
-SessionDep = Annotated[Session, Depends(get_session)]
-
-
-def _request_transaction(session: SessionDep) -> Iterator[Session]:
-    with transaction(session):
-        yield session
-
-
-# A writing route's session: committed when the route returns, rolled back when it raises.
-# scope="function": the commit runs before the answer is sent (by default FastAPI sends it
-# first), so a commit that fails is never answered as a success.
-TransactionDep = Annotated[Session, Depends(_request_transaction, scope="function")]

@@ -22,7 +22,8 @@ _CAVEATS = Base.metadata.tables["caveats"]
 
 
 def insert_report(
-    session: Session, *, content_sha256: str, run_id: str | None, date: str, gpu: str,
+    session: Session, *, content_sha256: str, current_sha256: str, run_id: str | None,
+    date: str, gpu: str,
     series: str, provenance: str, source: str | None, meta: dict[str, Any],
     extra: dict[str, Any], body: bytes,
 ) -> int | None:
@@ -31,8 +32,9 @@ def insert_report(
     INSERT ... ON CONFLICT DO NOTHING: concurrent identical posts race on the unique
     constraint inside the database instead of on a check-then-insert in Python."""
     stmt = _insert_ignoring_conflicts(session, ReportRow).values(
-        content_sha256=content_sha256, run_id=run_id, date=date, gpu=gpu, series=series,
-        provenance=provenance, source=source, meta=meta, extra=extra, body=body, case_count=0,
+        content_sha256=content_sha256, current_sha256=current_sha256, run_id=run_id, date=date,
+        gpu=gpu, series=series, provenance=provenance, source=source, meta=meta, extra=extra,
+        body=body, case_count=0,
         created_at=utcnow(), updated_at=utcnow(),
     ).returning(ReportRow.id)
     return session.execute(stmt).scalar_one_or_none()
@@ -59,18 +61,14 @@ def find_repeat(session: Session, content_sha256: str, run_id: str | None) -> in
     return found
 
 
-def same_shape_reports(
-    session: Session, *, content_sha256: str, date: str, gpu: str, series: str, case_count: int
-) -> list[int]:
-    """Reports without a runId, stored under other content, that match a posted report's
-    date, GPU, series and case count: those that may have grown by appends into it."""
-    return list(session.execute(
-        select(ReportRow.id).where(
-            ReportRow.run_id.is_(None), ReportRow.date == date, ReportRow.gpu == gpu,
-            ReportRow.series == series, ReportRow.case_count == case_count,
-            ReportRow.content_sha256 != content_sha256,
-        ).order_by(ReportRow.id)
-    ).scalars().all())
+def grown_into(session: Session, current_sha256: str) -> int | None:
+    """The first report stored under other content whose cases appended since make its
+    content ``current_sha256`` now. (Equal content means an equal meta, runId included.)"""
+    return session.execute(
+        select(ReportRow.id).where(ReportRow.current_sha256 == current_sha256,
+                                   ReportRow.content_sha256 != current_sha256)
+        .order_by(ReportRow.id).limit(1)
+    ).scalar_one_or_none()
 
 
 def case_count(session: Session, report_id: int) -> int:
@@ -221,8 +219,10 @@ def report_body(session: Session, report_id: int) -> bytes:
     return bytes(body)
 
 
-def set_report_body(session: Session, report_id: int, body: bytes) -> None:
-    session.execute(update(ReportRow).where(ReportRow.id == report_id).values(body=body))
+def set_report_body(session: Session, report_id: int, body: bytes, current_sha256: str) -> None:
+    """The report's body after an append, with the hash of its content now."""
+    session.execute(update(ReportRow).where(ReportRow.id == report_id)
+                    .values(body=body, current_sha256=current_sha256))
 
 
 def count_reports(session: Session) -> int:

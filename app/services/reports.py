@@ -38,9 +38,34 @@ class AppendResult:
     case_count: int
 
 
-def canonical_sha256(value: Any) -> str:
+def _canonical(value: Any) -> bytes:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return text.encode("utf-8")
+
+
+def canonical_sha256(value: Any) -> str:
+    return hashlib.sha256(_canonical(value)).hexdigest()
+
+
+def case_hashes(raw_cases: list[dict[str, Any]]) -> list[str]:
+    return [canonical_sha256(raw) for raw in raw_cases]
+
+
+def content_hashes(raw: dict[str, Any]) -> tuple[str, list[str]]:
+    """``canonical_sha256`` of the report and of each of its cases, each case encoded once:
+    the report's canonical JSON is its keys in order, its cases' canonical JSON joined in
+    the middle. (Encoding the report again for its own hash was a third of the JSON an
+    ingest wrote.)"""
+    case_texts = [_canonical(case) for case in raw["cases"]]
+    whole = hashlib.sha256(b"{")
+    for i, key in enumerate(sorted(raw)):
+        whole.update(b"," * (i > 0) + _canonical(key) + b":")
+        if key == "cases":
+            whole.update(b"[" + b",".join(case_texts) + b"]")
+        else:
+            whole.update(_canonical(raw[key]))
+    whole.update(b"}")
+    return whole.hexdigest(), [hashlib.sha256(text).hexdigest() for text in case_texts]
 
 
 def ingest(session: Session, raw: Any) -> IngestResult:
@@ -59,21 +84,21 @@ def ingest_report(session: Session, raw: dict[str, Any], report: Report) -> Inge
     """Store a validated report, or find the one it repeats (same content or runId).
 
     ``raw`` is the parsed JSON as posted; it is what ``report.json`` gives back."""
-    sha = canonical_sha256(raw)
+    sha, hashes = content_hashes(raw)
     if report.meta.runId is None:
-        grown = _grown_into(session, sha, report, raw)
+        grown = _grown_into(session, sha)
         if grown is not None:
             return IngestResult(grown, len(report.cases), created=False)
     extra = {k: v for k, v in raw.items() if k not in ("meta", "cases")}
     new_id = reports_repo.insert_report(
-        session, content_sha256=sha, run_id=report.meta.runId, date=report.meta.date,
-        gpu=report.meta.gpu, series=series_context(raw["meta"]),
+        session, content_sha256=sha, current_sha256=sha, run_id=report.meta.runId,
+        date=report.meta.date, gpu=report.meta.gpu, series=series_context(raw["meta"]),
         provenance=provenance_key(raw["meta"]), source=report.meta.source,
         meta=raw["meta"], extra=extra,
         body=report_body.encode(raw["meta"], raw["cases"], extra),
     )
     if new_id is not None:
-        _insert_cases(session, new_id, report.meta, raw["cases"], report.cases, start=0)
+        _insert_cases(session, new_id, report.meta, report.cases, hashes, start=0)
         count = reports_repo.refresh_summary(session, new_id)
         return IngestResult(new_id, count, created=True, cases_added=count)
 
@@ -86,23 +111,17 @@ def ingest_report(session: Session, raw: dict[str, Any], report: Report) -> Inge
                         cases_added=added)
 
 
-def _grown_into(session: Session, sha: str, report: Report, raw: dict[str, Any]) -> int | None:
+def _grown_into(session: Session, sha: str) -> int | None:
     """The stored report that appends made into exactly this content: a streamed report
     posted whole afterwards (report.json as it stands) is that report, not a new one.
 
     A runId already names the report it repeats, and the content it was first posted with
-    is caught by the insert's ON CONFLICT; this looks only where neither applies. Read
+    is caught by the insert's ON CONFLICT; this looks only where neither applies, by the
+    hash of each report's current content (one index probe, whatever the day holds). Read
     before the insert: concurrent posts of the same whole file all find the grown report,
     and where none exists yet they race on the content hash's unique constraint as any
     first post does."""
-    candidates = reports_repo.same_shape_reports(
-        session, content_sha256=sha, date=report.meta.date, gpu=report.meta.gpu,
-        series=series_context(raw["meta"]), case_count=len(report.cases))
-    for report_id in candidates:
-        stored = report_body.document(reports_repo.report_body(session, report_id))
-        if canonical_sha256(stored) == sha:
-            return report_id
-    return None
+    return reports_repo.grown_into(session, sha)
 
 
 def append_cases(
@@ -111,54 +130,58 @@ def append_cases(
     """Append cases; an id already stored is a no-op when identical, else a 409."""
     meta = Meta.model_validate(reports_repo.hold_report(session, report_id))
     ids = [c.id for c in cases]
+    hashes = case_hashes(raw_cases)
     stored = reports_repo.stored_case_hashes(session, report_id, ids)
     conflicts = [
-        case_id for case_id, raw in zip(ids, raw_cases, strict=True)
-        if case_id in stored and stored[case_id] != canonical_sha256(raw)
+        case_id for case_id, sha in zip(ids, hashes, strict=True)
+        if case_id in stored and stored[case_id] != sha
     ]
     if conflicts:
         raise Conflict(
             f"case id(s) already stored with different content: {', '.join(conflicts)}"
         )
-    new = [(raw, case) for raw, case in zip(raw_cases, cases, strict=True) if case.id not in stored]
+    new = [(raw, case, sha) for raw, case, sha in zip(raw_cases, cases, hashes, strict=True)
+           if case.id not in stored]
     if new:
-        _insert_cases(session, report_id, meta, [r for r, _ in new], [c for _, c in new],
+        _insert_cases(session, report_id, meta, [c for _, c, _ in new], [h for _, _, h in new],
                       reports_repo.next_position(session, report_id))
-        body = reports_repo.report_body(session, report_id)
-        reports_repo.set_report_body(session, report_id,
-                                     report_body.appended(body, [r for r, _ in new]))
+        grown = report_body.appended(reports_repo.report_body(session, report_id),
+                                     [r for r, _, _ in new])
+        reports_repo.set_report_body(session, report_id, report_body.encode_document(grown),
+                                     canonical_sha256(grown))
     count = reports_repo.refresh_summary(session, report_id)
     return AppendResult(added=len(new), unchanged=len(cases) - len(new), case_count=count)
 
 
 def _insert_cases(
-    session: Session, report_id: int, meta: Meta, raw_cases: list[dict[str, Any]],
-    cases: list[Case], start: int,
+    session: Session, report_id: int, meta: Meta, cases: list[Case], hashes: list[str],
+    start: int,
 ) -> None:
-    rows, all_caveats = case_rows(report_id, meta, raw_cases, cases, start)
+    rows, all_caveats = case_rows(report_id, meta, cases, hashes, start)
     reports_repo.insert_cases(session, report_id, rows, all_caveats)
 
 
 def case_rows(
-    report_id: int, meta: Meta, raw_cases: list[dict[str, Any]], cases: list[Case], start: int
+    report_id: int, meta: Meta, cases: list[Case], hashes: list[str], start: int
 ) -> tuple[list[dict[str, Any]], list[list[Caveat]]]:
-    """The ``cases`` rows to insert, and each case's caveats (pure: no database)."""
+    """The ``cases`` rows to insert, and each case's caveats (pure: no database).
+    ``hashes``: each case's as posted (``case_hashes``), computed once by the caller."""
     rows = []
     all_caveats = []
-    for offset, (raw, case) in enumerate(zip(raw_cases, cases, strict=True)):
+    for offset, (case, sha) in enumerate(zip(cases, hashes, strict=True)):
         derived = derive(meta, case)
         all_caveats.append(caveats(meta, case, derived))
-        rows.append(_case_row(report_id, start + offset, raw, case, derived.as_dict()))
+        rows.append(_case_row(report_id, start + offset, sha, case, derived.as_dict()))
     return rows, all_caveats
 
 
 def _case_row(
-    report_id: int, position: int, raw: dict[str, Any], case: Case, derived: dict[str, Any]
+    report_id: int, position: int, sha: str, case: Case, derived: dict[str, Any]
 ) -> dict[str, Any]:
     return {
         "report_id": report_id,
         "position": position,
-        "content_sha256": canonical_sha256(raw),
+        "content_sha256": sha,
         **{f.column: _column_value(getattr(case, f.wire)) for f in case_fields.STORED
            if f.column},
         **{f.column: derived[f.wire] for f in case_fields.DERIVED if f.column},

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from app.figures.configuration import rank
 from app.services.case_view import CaseView
-from ingest.derived import LIMITERS
+from ingest.limiters import LIMITERS
 from ingest.ties import Scored, best_of
 
 

@@ -11,7 +11,7 @@ from app.api.deps import ReadAccess, Reports
 from app.api.enums import DEFAULT_MATRIX_METRIC, MatrixMetricName
 from app.api.params import CaseFilterDep, ReportId, ReportIdQuery
 from app.api.responses import READ, errors
-from app.core.db import SessionDep
+from app.api.sessions import SessionDep
 from app.export.service import Export, export_compare, export_report
 
 router = APIRouter(tags=["export"])

@@ -19,7 +19,7 @@ from app.api.history_schemas import (
 )
 from app.api.params import ReportId, Text
 from app.api.responses import READ, errors
-from app.core.db import SessionDep
+from app.api.sessions import SessionDep
 from app.services.explain import explain
 from app.services.history import (
     DEFAULT_MAX_POINTS,

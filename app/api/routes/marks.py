@@ -9,7 +9,7 @@ from app.api.deps import AdminToken, ReadAccess
 from app.api.history_schemas import MarkIn, MarkOut, mark_out
 from app.api.params import ReportId
 from app.api.responses import READ, errors
-from app.core.db import SessionDep, TransactionDep
+from app.api.sessions import SessionDep, TransactionDep
 from app.services import marks
 from app.services.marks import MarkKind
 

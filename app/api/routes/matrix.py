@@ -12,7 +12,7 @@ from app.api.deps import ReadAccess
 from app.api.enums import DEFAULT_MATRIX_METRIC, MatrixMetricName
 from app.api.params import CaseFilterDep, ReportId
 from app.api.responses import READ, errors
-from app.core.db import SessionDep
+from app.api.sessions import SessionDep
 from app.services.matrix import matrix_csv, matrix_json, report_matrix
 
 router = APIRouter(prefix="/reports", tags=["reports"])

@@ -16,7 +16,7 @@ from app.api.params import ReportIdQuery, Text
 from app.api.responses import READ, errors
 from app.api.routes.export import HTML_RESPONSES as _HTML
 from app.api.routes.export import download
-from app.core.db import SessionDep
+from app.api.sessions import SessionDep
 from app.export.service import export_platforms
 from app.services.platforms import platforms_page
 from app.services.platforms_text import platforms_csv, platforms_json

@@ -24,8 +24,9 @@ from app.api.schemas import (
     report_notes,
     report_summary,
 )
+from app.api.sessions import SessionDep, TransactionDep
 from app.core.config import get_settings
-from app.core.db import SessionDep, TransactionDep
+from app.services import case_pages
 from app.services import cases as case_service
 from app.services import reports as report_service
 from app.services.report_detail import report_detail
@@ -124,7 +125,7 @@ def get_report(report_id: ReportId, _read: ReadAccess, _version: ReportVersion,
 def list_cases(
     report_id: ReportId,
     _read: ReadAccess,
-    _version: ReportVersion,
+    version: ReportVersion,
     session: SessionDep,
     filters: CaseFilterDep,
     sort: Annotated[
@@ -136,9 +137,9 @@ def list_cases(
     offset: Offset = 0,
 ) -> CasePage:
     """Cases with their derived fields and caveats. Repeat a filter to match any value."""
-    items, total = case_service.case_page(
-        session, report_id, filters=filters, sort=sort.value, descending=order is SortOrder.desc,
-        limit=limit, offset=offset,
+    items, total = case_pages.case_page(
+        session, report_id, version, filters=filters, sort=sort.value,
+        descending=order is SortOrder.desc, limit=limit, offset=offset,
     )
     return CasePage(items=items, total=total, limit=limit, offset=offset)
 
