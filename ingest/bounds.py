@@ -65,3 +65,21 @@ def bound_sentence(b: Bound) -> str:
 def _where(hot: float | None) -> str:
     # Balanced ranks are all the busiest: naming one would mislead.
     return "" if hot is not None and hot < BALANCED else " on the busiest rank"
+
+
+def bound_short(b: Bound) -> str:
+    """The sentence in a table cell's few words, for paper where a title does not show:
+    ``compute 62 %, 4.0× rows``; ``near NVLink 42 %`` below BOUND_UTIL_PERCENT; ``latency
+    (HBM 19 %)``; '' when no roof is known."""
+    nearest = b.nearest()
+    if b.limiter is None or nearest is None:
+        return ""
+    roof, util = nearest
+    name = ROOF_NAMES[roof]
+    rows = "" if b.hot_rank_factor is None or b.hot_rank_factor < BALANCED \
+        else f", {b.hot_rank_factor:.1f}× rows"
+    if b.limiter == "latency":
+        return f"latency ({name} {util:.0f} %){rows}"
+    if util < BOUND_UTIL_PERCENT:
+        return f"near {name} {util:.0f} %{rows}"
+    return f"{name} {util:.0f} %{rows}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ingest.bounds import Bound, bound_sentence
+from ingest.bounds import Bound, bound_sentence, bound_short
 
 
 def test_the_issue_sentence() -> None:
@@ -33,3 +33,12 @@ def test_latency_and_unknown() -> None:
                                  "(nearest roof HBM, 19 %, 2.0× the mean rows); the other "
                                  "ranks wait 50 % of the time")
     assert bound_sentence(Bound(None, None, None, None, None)).startswith("no roof known")
+
+
+def test_the_short_form_for_a_table_cell() -> None:
+    # The sentences above, in a cell's words: the roof, its share, how much hotter.
+    assert bound_short(Bound("compute", 62.4, 8.8, 15.1, 4.0)) == "compute 62 %, 4.0× rows"
+    assert bound_short(Bound("nvlink", 26.3, 16.8, 42.4, 8.0)) == "near NVLink 42 %, 8.0× rows"
+    assert bound_short(Bound("hbm", 45.6, 71.0, 23.7, 1.0)) == "HBM 71 %"
+    assert bound_short(Bound("latency", 14.6, 18.8, 17.3, 2.0)) == "latency (HBM 19 %), 2.0× rows"
+    assert bound_short(Bound(None, None, None, None, None)) == ""

@@ -24,10 +24,19 @@ class Cell:
     title: str = ""  # the limiter's cell: what bounds the case, in words
 
 
-def _cells(case: CaseDict, bound: str) -> list[Cell]:
+def _cells(case: CaseDict, bound: tuple[str, str]) -> list[Cell]:
+    """``bound``: what bounds the case, the sentence (the limiter cell's title) and its
+    short form, which the cell prints after the limiter (paper shows no title)."""
     row = table_row(case)
-    return [Cell(_text(row.get(f.wire)), f.kind in (int, float),
-                 bound if f.wire == "limiter" else "") for f in TABLED]
+    sentence, short = bound
+    return [Cell(_limiter_text(row.get(f.wire), short) if f.wire == "limiter"
+                 else _text(row.get(f.wire)), f.kind in (int, float),
+                 sentence if f.wire == "limiter" else "") for f in TABLED]
+
+
+def _limiter_text(limiter: Any, short: str) -> str:
+    # The short form names the roof itself, except for latency's nearest roof.
+    return short or _text(limiter)
 
 
 def _text(value: Any) -> str:

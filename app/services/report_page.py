@@ -28,7 +28,7 @@ from app.services.matrix import Matrix, build_matrix
 from app.services.platforms import other_gpus
 from app.services.report_view import ReportCache, ReportView, report_view
 from app.services.summary import SummaryRow, summary_rows
-from ingest.bounds import Bound, bound_sentence
+from ingest.bounds import Bound, bound_sentence, bound_short
 from ingest.derived import ReportNote, report_notes
 
 
@@ -69,11 +69,15 @@ class ReportPage:
                 for m in METRICS]
 
     @cached_property
-    def bounds(self) -> dict[str, str]:
-        """Case id -> what bounds it, in words (ingest.bounds), for the cases in view."""
-        return {c.id: bound_sentence(Bound(c.limiter, c.computeUtilPercent, c.hbmUtilPercent,
-                                           c.nvlinkUtilPercent, c.hotRankFactor))
-                for c in self.view.views}
+    def bounds(self) -> dict[str, tuple[str, str]]:
+        """Case id -> what bounds it, in words (ingest.bounds): the sentence and its short
+        form for a table cell, for the cases in view."""
+        out = {}
+        for c in self.view.views:
+            bound = Bound(c.limiter, c.computeUtilPercent, c.hbmUtilPercent,
+                          c.nvlinkUtilPercent, c.hotRankFactor)
+            out[c.id] = (bound_sentence(bound), bound_short(bound))
+        return out
 
 
 def metric_choice(raw: Any) -> tuple[str, str]:
