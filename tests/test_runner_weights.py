@@ -61,9 +61,12 @@ def test_a_case_after_others_of_its_shape_reuses_their_weights_and_matches_it_al
     fresh = WeightCache()
     monkeypatch.setattr(execute, "WEIGHTS", fresh)
     _run(_case("training", "bf16", 96))
-    # Training left gradients on the kept weights: the next case must not see them.
+    # A training case can leave gradients on the kept weights (its last pass, the in-layer
+    # phases' forward, clears them; a backward last would not): leave some there, as large
+    # as the weights, so the next cases must not see them.
     assert fresh.drawn is not None
-    assert all(p.grad is not None for p in fresh.drawn.parameters())
+    for p in fresh.drawn.parameters():
+        p.grad = torch.ones_like(p)
     _run(_case("inference", "mxfp8", 96))
     after = _numbers(_run(target))
     assert fresh.draws == 1  # three cases of one shape: drawn once
