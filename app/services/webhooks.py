@@ -44,28 +44,22 @@ def after_commit(session: Session, documents: Sequence[dict[str, Any]]) -> None:
     """Send these alerts once the session's transaction commits (never, if it rolls back)."""
     if not documents or not get_settings().webhook_url_list():
         return
-    pending: list[dict[str, Any]] | None = session.info.get(_PENDING)
-    if pending is None:
-        pending = session.info[_PENDING] = []
+    # Listening stays on for the session's life: a listener cannot be removed while its
+    # event runs, and with nothing pending it does nothing.
+    if not event.contains(session, "after_commit", _send_pending):
         event.listen(session, "after_commit", _send_pending)
         event.listen(session, "after_rollback", _drop_pending)
-    pending.extend(documents)
+    session.info.setdefault(_PENDING, []).extend(documents)
 
 
 def _drop_pending(session: Session) -> None:
     session.info.pop(_PENDING, None)
-    _unlisten(session)
-
-
-def _unlisten(session: Session) -> None:
-    for name, fn in (("after_commit", _send_pending), ("after_rollback", _drop_pending)):
-        if event.contains(session, name, fn):
-            event.remove(session, name, fn)
 
 
 def _send_pending(session: Session) -> None:
     documents = session.info.pop(_PENDING, [])
-    _unlisten(session)
+    if not documents:
+        return
     engine = session.get_bind()
     assert isinstance(engine, Engine)
     # Not a daemon: a command that ingests and exits still delivers what it opened.
