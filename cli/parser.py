@@ -121,6 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
     regressions.set_defaults(handler="cli.regressions",
                              server_handler="cli.regressions_database")
 
+    alerts = sub.add_parser("alerts", help="alerts: one per change in one report")
+    alerts_sub = alerts.add_subparsers(dest="alerts_command", required=True)
+    rebuild = alerts_sub.add_parser(
+        "rebuild", help="recompute every alert from the stored series (triaged ones kept)")
+    _database_option(rebuild)
+    rebuild.set_defaults(server_handler="cli.alerts")
+
     model = sub.add_parser("model", help="the analytical model per case (no torch needed)")
     source = model.add_mutually_exclusive_group(required=True)
     source.add_argument("--matrix", type=Path, metavar="FILE", help="a matrix TOML file")

@@ -22,6 +22,7 @@ from history_helpers import ingest
 from sqlalchemy.orm import Session
 
 from app.services import alerts
+from cli.main import main
 
 Body = dict[str, Any]
 ALERTS = "/api/v1/alerts"
@@ -33,7 +34,9 @@ def _all_alerts(session: Session) -> list[alerts.Alert]:
     return alerts.list_alerts(session, limit=1000)[0]
 
 
-def _phase_percent(bodies: list[Body], case_id: str, at: int, window: int = 20) -> float:
+def _phase_percent(bodies: list[Body], case_id: str, at: int, window: int = 5) -> float:
+    """The combine phase at ``at`` against its median over the ``window`` reports before
+    (app.services.alerts.ATTRIBUTION_REPORTS)."""
     before = [case_of(b, case_id)["phaseMS"]["combine"] for b in bodies[max(0, at - window):at]]
     base = statistics.median(before)
     return (case_of(bodies[at], case_id)["phaseMS"]["combine"] - base) / base * 100
@@ -123,3 +126,32 @@ def test_triage_needs_admin_and_is_logged(
     assert client.patch(url, json={"state": "gone", "reason": "x"},
                         headers=admin).status_code == 422
     assert client.patch(f"{ALERTS}/999999", json=change, headers=admin).status_code == 404
+
+
+def test_rebuild_recomputes_and_keeps_triaged_alerts(
+    session: Session, reference: Body, database_url: str, capsys: Any
+) -> None:
+    bodies = series(reference, STEP_AT + MIN_SEGMENT + 4)
+    slowed = nvfp4_mega(bodies[0])
+    combine_step(bodies, slowed, STEP_AT, 20.0)
+    ids = [ingest(session, b) for b in bodies]
+    [opened] = _all_alerts(session)
+
+    assert main(["alerts", "rebuild", "--database-url", database_url]) == 0
+    assert capsys.readouterr().out.startswith("1 alert(s) opened over 1 series, 0 triaged")
+    session.expire_all()
+    [rebuilt] = _all_alerts(session)
+    assert rebuilt.id != opened.id
+    a = rebuilt.opened
+    assert sorted(c.case_id for c in a.cases) == sorted(slowed)
+    assert (a.first_bad_report_id, a.last_good_report_id, a.phase) == (
+        ids[STEP_AT], ids[STEP_AT - 1], "combine")
+    # Over the whole series: the mean after the step against the mean before it.
+    assert {c.case_id: round(c.change_percent, 9) for c in a.cases} == {
+        c: round(mean_change_percent(layer_ms(bodies, c), STEP_AT), 9) for c in slowed}
+
+    alerts.set_state(session, rebuilt.id, "acknowledged", "known driver issue", "someone")
+    session.commit()
+    assert main(["alerts", "rebuild", "--database-url", database_url]) == 0
+    session.expire_all()
+    assert [(x.id, x.state) for x in _all_alerts(session)] == [(rebuilt.id, "acknowledged")]

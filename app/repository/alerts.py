@@ -265,11 +265,10 @@ def series_point_matrix(session: Session, series: str
     return list(order), points
 
 
-def all_series(session: Session) -> list[tuple[str, str]]:
-    """(series, gpu) of every series stored."""
-    return [(s, g) for s, g in session.execute(
-        select(ReportRow.series, func.min(ReportRow.gpu)).group_by(ReportRow.series)
-        .order_by(ReportRow.series))]
+def all_series(session: Session) -> list[str]:
+    """Every series stored."""
+    return list(session.execute(
+        select(ReportRow.series).distinct().order_by(ReportRow.series)).scalars())
 
 
 def triaged_keys(session: Session) -> set[tuple[int, str, str | None]]:

@@ -17,9 +17,6 @@ from app.repository import alerts as alerts_repo
 from app.repository import history as history_repo
 from ingest.changepoints import ChangePointSettings, find_change_points
 
-# The earlier reports a new report's change points are looked for in: a change must show
-# within this many reports of it to be told at ingest (a full rebuild sees the whole series).
-TAIL_REPORTS = 100
 # A change point found again may sit a point or two from where it was first found (more
 # points after it move the best split): within this many reports it is the same change.
 SAME_CHANGE_REPORTS = 2
@@ -27,6 +24,11 @@ SAME_CHANGE_REPORTS = 2
 # any t-test); a 3 % step must still be caught (DESIGN.md "Alerts").
 MIN_CHANGE_PERCENT = 2.0
 DETECTION = ChangePointSettings(min_magnitude_percent=MIN_CHANGE_PERCENT)
+# The earlier reports a new report's change points are looked for in: with the report,
+# one detection window (ChangePointSettings.window); a change must show within them to be
+# told at ingest (a full rebuild sees the whole series). Two windows' worth cost twice the
+# time for changes that the first window's 44 points before a step already show.
+TAIL_REPORTS = DETECTION.window - 1
 
 
 @dataclass(frozen=True)

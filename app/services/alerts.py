@@ -23,7 +23,7 @@ from app.services.explain import attribute_cases
 from ingest import provenance
 from ingest.attribution import Attribution
 from ingest.grouping import dimension_label, shared_dimensions
-from ingest.regressions import METRIC, Settings
+from ingest.regressions import METRIC
 from ingest.why import Change, ReportRef, why_sentence
 
 log = logging.getLogger("moescope")
@@ -31,6 +31,10 @@ log = logging.getLogger("moescope")
 AlertState = Literal["new", "acknowledged", "invalid", "fixed"]
 Alert = alerts_repo.Alert
 Key = tuple[int, str, str | None]  # first bad report, direction, phase
+# The reports before the first bad one whose median phases and GPU state a case's are
+# compared with: the level before the step. Each costs a report body decoded (~4 ms), and
+# a step's level is plain from a few.
+ATTRIBUTION_REPORTS = 5
 
 
 @dataclass(frozen=True)
@@ -90,12 +94,12 @@ def _new_alert(session: Session, report_id: int, key: Key, cases: Sequence[_Case
                for c in cases])
 
 
-def build_alerts(session: Session, report_id: int, moved: Sequence[Moved],
-                 settings: Settings) -> dict[Key, alerts_repo.NewAlert]:
+def build_alerts(session: Session, report_id: int, moved: Sequence[Moved]
+                 ) -> dict[Key, alerts_repo.NewAlert]:
     """The alerts these moved cases of the report make, by key."""
     if not moved:
         return {}
-    groups = _groups(session, moved, settings.window)
+    groups = _groups(session, moved, ATTRIBUTION_REPORTS)
     dimensions = {c["id"]: c for c in pairs_repo.case_dimensions(session, report_id)}
     return {key: _new_alert(session, report_id, key, cases, len(moved) - len(cases),
                             dimensions)
@@ -115,18 +119,15 @@ def _store(session: Session, report_id: int,
     return opened
 
 
-def open_alerts(session: Session, report_id: int, settings: Settings | None = None
-                ) -> list[int]:
+def open_alerts(session: Session, report_id: int) -> list[int]:
     """Open the alerts of a report just stored (or grown), in the caller's transaction, and
     queue their webhooks for after its commit. Never fails the ingest: a failure here is
     logged and rolled back to before it (a savepoint), and the report lands without
     alerts (``moescope alerts rebuild`` opens them later)."""
-    settings = settings or Settings()
     try:
         with session.begin_nested():
             opened = _store(session, report_id,
-                            build_alerts(session, report_id,
-                                         moved_cases(session, report_id), settings))
+                            build_alerts(session, report_id, moved_cases(session, report_id)))
             documents = [alert_document(alerts_repo.get_alert(session, i)) for i in opened]
     except Exception:
         log.exception("alerts for report %s were not opened", report_id)
