@@ -52,13 +52,32 @@ def _cases(change: Change) -> str:
     return f"{change.count}{label} {noun} {span(change.low_percent, change.high_percent)}"
 
 
-def _phase(change: Change) -> str:
-    if change.phase is None:
+def _in_phase(count: int, phase: str | None, low: float | None, high: float | None) -> str:
+    if phase is None:
         return "no phases timed"
-    where = f"all in {change.phase}" if change.count > 1 else f"in {change.phase}"
-    if change.phase_low_percent is None or change.phase_high_percent is None:
-        return where
-    return f"{where} ({span(change.phase_low_percent, change.phase_high_percent, 0)})"
+    where = f"all in {phase}" if count > 1 else f"in {phase}"
+    return where if low is None or high is None else f"{where} ({span(low, high, 0)})"
+
+
+def _phase(change: Change) -> str:
+    return _in_phase(change.count, change.phase, change.phase_low_percent,
+                     change.phase_high_percent)
+
+
+def phase_phrase(moves: Sequence[tuple[str | None, float | None]]) -> str:
+    """Where some cases moved, from each one's top phase and its change (percent):
+    'all in combine (+98 % to +102 %)' when they agree, else each phase with its count
+    ('in combine (5), experts (4)')."""
+    phases = [p for p, _ in moves]
+    if len(set(phases)) == 1:
+        changes = [c for _, c in moves if c is not None]
+        return _in_phase(len(moves), phases[0], min(changes, default=None),
+                         max(changes, default=None))
+    counts: dict[str, int] = {}
+    for phase in phases:
+        counts[phase or "no phase"] = counts.get(phase or "no phase", 0) + 1
+    ranked = sorted(counts.items(), key=lambda item: -item[1])
+    return "in " + ", ".join(f"{name} ({n})" for name, n in ranked)
 
 
 def _others(change: Change) -> str:

@@ -21,6 +21,8 @@ from fastapi.testclient import TestClient
 from history_helpers import ingest
 from sqlalchemy.orm import Session
 
+from app.case_fields import CaseFilter
+from app.export.service import export_report
 from app.services import alerts
 from cli.main import main
 
@@ -72,6 +74,13 @@ def test_a_combine_step_on_nine_cases_opens_one_alert_that_says_why(
         f"{max(phases):+.0f} %); nothing else moved; coincides with driver {OLD_DRIVER} → "
         f"{NEW_DRIVER}; last good report {ids[STEP_AT - 1]} ({dates[STEP_AT - 1]}), first "
         f"bad report {ids[STEP_AT]} ({dates[STEP_AT]})")
+
+    # The report's export tells the alert's why and the host it ran on.
+    exported = export_report(session, a.report_id, CaseFilter()).html
+    assert f"<li>{a.why}</li>" in exported
+    host = exported.split('id="export-host"')[1].split("</table>")[0]
+    assert "<th>driver</th>" in host and f"<td>{NEW_DRIVER}</td>" in host
+    assert "<th>host</th>" in host and "<td>gb300-a</td>" in host
 
 
 def test_two_small_steps_a_week_apart_are_both_told(session: Session, reference: Body) -> None:

@@ -3,6 +3,7 @@ view, charts, notes, caveat counts and case table), as one HTML document."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ from app.services.matrix import build_matrix
 from app.services.report_view import ReportView
 from ingest.derived import CAVEAT_MEANINGS, report_notes
 from ingest.grouping import Flagged, group_flagged
+from ingest.provenance import FIELDS, provenance
 from ingest.regressions import MAD_TO_SIGMA, Settings
 
 
@@ -78,9 +80,10 @@ def against_history(view: ReportView, verdicts: ReportVerdicts) -> AgainstHistor
 
 
 def report_html(view: ReportView, footer: Footer, verdicts: ReportVerdicts | None = None,
-                matrix_metric: str = DEFAULT_METRIC) -> str:
+                matrix_metric: str = DEFAULT_METRIC, alerts: Sequence[str] = ()) -> str:
     """``matrix_metric``: the matrix shown first; the file holds one per metric and a
-    control to pick another, as the page's (the export is offline: no server to ask)."""
+    control to pick another, as the page's (the export is offline: no server to ask).
+    ``alerts``: the why of each alert of the report (app.services.alerts)."""
     header = view.header
     chosen = metric_for(matrix_metric).key
     # A chart with nothing to show is left out, one line saying why (as on the page).
@@ -89,7 +92,8 @@ def report_html(view: ReportView, footer: Footer, verdicts: ReportVerdicts | Non
     return render(
         "report.html.j2", charts,
         title=f"moescope report {header.id}: {header.gpu} {header.date}",
-        header=header, view=view, filters=filters_text(view.filters),
+        header=header, view=view, filters=filters_text(view.filters), alerts=list(alerts),
+        host={FIELDS[key]: value for key, value in provenance(view.meta).items()},
         notes=report_notes(view.meta), caveats=view.caveats,
         summary=summary_rows(view.cases), panels=view.panels, chart_id=chart_id,
         matrices=matrices, matrix_metric=chosen, meanings=CAVEAT_MEANINGS,

@@ -12,6 +12,7 @@ from app.export.compare import compare_html
 from app.export.footer import make_footer
 from app.export.report import report_html
 from app.matrix_metrics import DEFAULT_METRIC
+from app.services.alerts import alerts_of
 from app.services.comparison import compare_reports
 from app.services.history import report_regressions
 from app.services.report_json import report_json_bytes
@@ -32,8 +33,9 @@ def export_report(session: Session, report_id: int, filters: CaseFilter, *,
     view = report_view(reports or ReportCache(), session, report_id, filters)
     footer = make_footer([(report_id, report_json_bytes(session, report_id))], now)
     history = report_regressions(session, report_id)
+    whys = [a.opened.why for a in alerts_of(session, report_ids=[report_id])]
     return Export(f"moescope-report-{report_id}.html",
-                  report_html(view, footer, history, matrix_metric))
+                  report_html(view, footer, history, matrix_metric, whys))
 
 
 def export_compare(session: Session, base_id: int, head_id: int, *,
