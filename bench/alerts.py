@@ -10,7 +10,7 @@
 2. A new report, ingested through the service (``ingest_report``, alerts included), then
    its alerts opened again on their own (``open_alerts``: detection over each case's tail,
    grouping, the why, the store), ``--samples`` times, each rolled back: p95 of both.
-   Then the same with the newest six reports 20 % slower in nine cases, so that the new
+   Then the same with the newest five reports 20 % slower in nine cases, so that the new
    report tells a change (an alert is built and stored).
 3. ``moescope alerts rebuild``'s work (``alert_rebuild.rebuild``): every series recomputed,
    timed once (rolled back).
@@ -89,8 +89,8 @@ def _sample(session: Session, before: list[dict[str, Any]], body: dict[str, Any]
 
 def time_new_report(session: Session, reference: dict[str, Any], samples: int,
                     stepped: bool) -> tuple[list[float], list[float], int]:
-    # A step is told by the sixth report after it (min_segment + 1): the new one.
-    bodies = _new_reports(reference, 6, stepped)
+    # A step is told by its fifth report (min_segment): the new one.
+    bodies = _new_reports(reference, 5, stepped)
     ingest_s, alerts_s, told = [], [], 0
     for n in range(samples + 3):
         body = copy.deepcopy(bodies[-1])

@@ -23,7 +23,7 @@ from app.services import alerts, webhooks
 
 Body = dict[str, Any]
 SECRET = "a shared secret"
-REPORTS = 26  # a step at 20 is told once 6 points sit after it
+REPORTS = 26  # a step at 20 is told by its fifth report
 
 
 class _Receiver(BaseHTTPRequestHandler):

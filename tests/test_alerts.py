@@ -61,7 +61,7 @@ def test_a_combine_step_on_nine_cases_opens_one_alert_that_says_why(
     # The change is the mean after the step against the mean before it, over the points the
     # opening report saw.
     opened_at = ids.index(a.report_id)
-    assert opened_at == STEP_AT + MIN_SEGMENT
+    assert opened_at == STEP_AT + MIN_SEGMENT - 1
     changes = {c: mean_change_percent(layer_ms(bodies[:opened_at + 1], c), STEP_AT)
                for c in slowed}
     assert {c.case_id: round(c.change_percent, 9) for c in a.cases} == {

@@ -58,6 +58,7 @@ def mount_dashboard(server: FastAPI) -> Dash:
             html.Nav([
                 dcc.Link("Reports", href="/"),
                 dcc.Link("Compare", href="/compare"),
+                dcc.Link("Alerts", href="/alerts"),
                 html.A("API", href="/docs"),
             ]),
         ], className="topbar"),

@@ -49,15 +49,11 @@ def _status(change_percent: float) -> str:
 
 def changes_in(case_id: str, tail: Sequence[alerts_repo.TailPoint],
                settings: ChangePointSettings) -> list[Moved]:
-    """Every change point of one case's tail, as a move at its first report. One with
-    only ``min_segment`` points after it is left for the next report: a step with one
-    point fewer after it is found a point early (the minimum segment pulls the split back
-    into the level before), and a report later it is found where it is."""
+    """Every change point of one case's tail, as a move at its first report."""
     points = find_change_points([p.layer_ms for p in tail], settings)
-    last = len(tail) - settings.min_segment - 1
     return [Moved(case_id, _status(cp.change_percent), cp.change_percent,
                   tail[cp.index].report_id, tail[cp.index - 1].report_id)
-            for cp in points if cp.index <= last and abs(cp.change_percent) >= MIN_CHANGE_PERCENT]
+            for cp in points if abs(cp.change_percent) >= MIN_CHANGE_PERCENT]
 
 
 def _told(moved: Moved, tail: Sequence[alerts_repo.TailPoint],

@@ -41,8 +41,8 @@ def case_changes(case_id: str, points: Sequence[tuple[int, float, float | None]]
 
 def _series_moves(session: Session, series: str, settings: ChangePointSettings
                   ) -> dict[int, list[Moved]]:
-    """The series' changes by the report whose ingest would have told them: the one
-    ``min_segment`` + 1 reports after the first bad (alert_detect's rule), or the newest."""
+    """The series' changes by the report whose ingest would have told them: the first bad
+    one's ``min_segment``-th report (its segment complete), or the newest."""
     report_ids, points = alerts_repo.series_point_matrix(session, series)
     marks = marks_repo.series_marks(session, series)
     steps = {m.report_id for m in marks if m.kind == "step"}
@@ -53,7 +53,7 @@ def _series_moves(session: Session, series: str, settings: ChangePointSettings
         for moved in case_changes(case_id, case_points, report_ids, steps, outliers,
                                   settings):
             opener = report_ids[min(place[moved.first_bad_report_id] + settings.min_segment
-                                    + 1, len(report_ids) - 1)]
+                                    - 1, len(report_ids) - 1)]
             by_opener.setdefault(opener, []).append(moved)
     return by_opener
 

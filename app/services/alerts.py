@@ -19,7 +19,9 @@ from app.repository import history as history_repo
 from app.repository import pairs as pairs_repo
 from app.services import webhooks
 from app.services.alert_detect import Moved, moved_cases
+from app.services.auth import admin_name, authorise
 from app.services.explain import attribute_cases
+from app.services.marks import reason_problem
 from ingest import provenance
 from ingest.attribution import Attribution
 from ingest.grouping import dimension_label, shared_dimensions
@@ -179,3 +181,37 @@ def alerts_of(session: Session, *, report_ids: Sequence[int] | None = None,
     or of one case; newest first."""
     return alerts_repo.list_alerts(session, report_ids=report_ids, case_id=case_id,
                                    limit=limit)[0]
+
+
+def triage(session: Session, token: str | None, alert_id: int, state: AlertState,
+           reason: str) -> str:
+    """What the alerts page's buttons do for whoever holds ``token`` (the sign-in
+    cookie's), behind the API's admin check. Returns what happened in words; raises
+    Unauthorized or Forbidden (not an admin), NotFound, or ValueError (a bad reason, its
+    field named). The caller commits."""
+    who = authorise(session, token, "admin").name
+    problem = reason_problem(reason)
+    if problem is not None:
+        raise ValueError(problem.replace("the history", "the alert's log"))
+    set_state(session, alert_id, state, reason.strip(), who)
+    return f"alert #{alert_id}: {state}"
+
+
+@dataclass(frozen=True)
+class Inbox:
+    alerts: list[Alert]  # newest first; one, with its log and deliveries, when asked by id
+    total: int
+    admin: str | None  # the signed-in admin's token name: they may triage
+
+
+INBOX_SIZE = 100
+
+
+def inbox(session: Session, token: str | None, state: str | None = None,
+          alert_id: int | None = None) -> Inbox:
+    """What the alerts page draws: the alerts in ``state`` (any: None), or one alert."""
+    admin = admin_name(session, token)
+    if alert_id is not None:
+        return Inbox([alerts_repo.get_alert(session, alert_id)], 1, admin)
+    found, total = alerts_repo.list_alerts(session, state=state, limit=INBOX_SIZE)
+    return Inbox(found, total, admin)

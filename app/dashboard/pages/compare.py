@@ -11,9 +11,10 @@ from dash import Input, Output, callback, clientside_callback, dcc, html
 from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.dashboard import links
+from app.dashboard.alert_links import alert_links
 from app.dashboard.components import GRAPH_CONFIG, parse_report_id, table
 from app.figures import compare_charts
-from app.services import compare_text, comparison, report_list
+from app.services import alerts, compare_text, comparison, report_list
 
 dash.register_page(__name__, path="/compare", title="moescope: compare", name="Compare",
                    order=3)  # type: ignore[no-untyped-call]
@@ -44,6 +45,7 @@ def comparison_view(base: int | None, head: int | None) -> html.Div:
     with session_scope() as session:
         try:
             result = comparison.compare_reports(session, base, head)
+            head_alerts = alerts.alerts_of(session, report_ids=[head])
         except NotFound as exc:
             return html.Div(exc.detail, className="muted")
     chart = compare_charts.ratio_spec(comparison.ratio_points(result),
@@ -60,6 +62,7 @@ def comparison_view(base: int | None, head: int | None) -> html.Div:
         html.H2("Verdict"),
         html.P(compare_text.series_line(result), className="muted", id="compare-series"),
         html.P(result.summary_text(), id="compare-summary"),
+        alert_links(head_alerts, "compare-alerts"),
         html.Ul([html.Li(g) for g in groups], id="compare-groups") if groups else
         html.P("No case moved past its threshold and noise.", className="muted",
                id="compare-groups"),

@@ -17,9 +17,10 @@ from dash.exceptions import PreventUpdate
 from app.core.db import session_scope, transaction
 from app.core.errors import Forbidden, NotFound, Unauthorized
 from app.dashboard import links
+from app.dashboard.alert_links import alert_links
 from app.dashboard.components import GRAPH_CONFIG, not_found, table
 from app.dashboard.signed_in import signed_in_token
-from app.services import auth, history_view, marks
+from app.services import alerts, auth, history_view, marks
 from app.services.marks import MarkKind
 from ingest.regressions import DEFAULT_THRESHOLD_PERCENT, DEFAULT_WINDOW
 
@@ -103,6 +104,7 @@ def _body(args: dict[str, Any], token: str | None, message: str | None = None) -
         except NotFound as exc:
             return [not_found(exc.detail)]
         admin = auth.admin_name(session, token)
+        case_alerts = alerts.alerts_of(session, case_id=view.case_id)
     latest = view.latest
     shape = ", ".join(f"{k}={v}" for k, v in view.fields.items() if k != "gpu")
     shown = f"{len(view.points)} newest in full" + (
@@ -125,6 +127,7 @@ def _body(args: dict[str, Any], token: str | None, message: str | None = None) -
                  className=f"verdict verdict-{latest['status'] if latest else 'none'}"),
         *([html.Div(f"why: {latest['why']}", id="history-why")]
           if latest and latest.get("why") else []),
+        alert_links(case_alerts, "history-alerts"),
         html.P(f"Each report is judged against the median of up to {DEFAULT_WINDOW} reports "
                f"before it: flagged when it moved over {DEFAULT_THRESHOLD_PERCENT:g} % and "
                "over the noise (the larger of the "

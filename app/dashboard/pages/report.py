@@ -35,6 +35,7 @@ from app.dashboard import (
     shown,
     summary_table,
 )
+from app.dashboard.alert_links import alert_links
 from app.dashboard.components import (
     GRAPH_CONFIG,
     caveat_badges,
@@ -44,7 +45,7 @@ from app.dashboard.components import (
     style_legend,
     table,
 )
-from app.services import case_table, chart_panels, comparison, history_view, report_view
+from app.services import alerts, case_table, chart_panels, comparison, history_view, report_view
 from app.services.explain import attributions
 from app.services.matrix import build_matrix, report_matrix
 from ingest.derived import report_notes
@@ -205,6 +206,7 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
             view = report_view.report_view(report_cache(), session, rid, chosen,
                                            history_view.hover_marks(marks.marks))
             previous = comparison.previous_report(session, rid)
+            report_alerts = alerts.alerts_of(session, report_ids=[rid])
         except NotFound as exc:
             return not_found(exc.detail)
     hint = filter_options.empty_hint(data.cases, chosen)
@@ -224,6 +226,7 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         dcc.Store(id="report-figures"),
         header(view.header, parts["report-export-link.href"]),
         provenance.provenance_line(view.meta, rid, previous),
+        alert_links(report_alerts, "report-alerts"),
         html.Div([html.P(p) for p in problems], id="report-url-problems",
                  className="url-problems", hidden=not problems),
         filter_controls(choices, chosen),
