@@ -206,15 +206,18 @@ def tail_points(session: Session, position: SeriesPosition, baseline: Baseline,
     """Each case of the report: its points in the last ``reports`` earlier reports of its
     baseline (app.repository.history.points_in_recent_reports, with their report ids),
     then its point in the report itself; oldest first."""
-    recent = (select(ReportRow.id).where(*earlier_in_baseline(position, baseline))
-              .order_by(*[column.desc() for column in HISTORY_ORDER]).limit(reports)
-              .scalar_subquery())
+    # The report ids first: one OR of "recent" and "this report" in the cases query made
+    # Postgres scan every case row of the database.
+    recent = session.execute(
+        select(ReportRow.id).where(*earlier_in_baseline(position, baseline))
+        .order_by(*[column.desc() for column in HISTORY_ORDER]).limit(reports)
+    ).scalars().all()
     here = select(CaseRow.case_id).where(CaseRow.report_id == position.report_id)
     rows = session.execute(
         select(CaseRow.case_id, ReportRow.id, CaseRow.layer_ms, CaseRow.window_spread_percent)
         .join(ReportRow, ReportRow.id == CaseRow.report_id)
-        .where((ReportRow.id.in_(recent) & CaseRow.case_id.in_(here))
-               | (ReportRow.id == position.report_id))
+        .where(CaseRow.report_id.in_([*recent, position.report_id]),
+               CaseRow.case_id.in_(here))
         .order_by(*HISTORY_ORDER)
     ).all()
     found: dict[str, list[TailPoint]] = {}

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from sqlalchemy.orm import Session
 
+from app.models import ALERT_STATES
 from app.repository import alerts as alerts_repo
 from app.repository import history as history_repo
 from app.repository import pairs as pairs_repo
@@ -31,6 +32,7 @@ from ingest.why import Change, ReportRef, why_sentence
 log = logging.getLogger("moescope")
 
 AlertState = Literal["new", "acknowledged", "invalid", "fixed"]
+STATES = ALERT_STATES
 Alert = alerts_repo.Alert
 Key = tuple[int, str, str | None]  # first bad report, direction, phase
 # The reports before the first bad one whose median phases and GPU state a case's are

@@ -17,7 +17,6 @@ from app.core.errors import Forbidden, NotFound, Unauthorized
 from app.dashboard import links
 from app.dashboard.components import not_found, table
 from app.dashboard.signed_in import signed_in_token
-from app.models import ALERT_STATES
 from app.services import alerts
 from app.services.alerts import Alert
 from app.services.history import history_path
@@ -29,7 +28,7 @@ TRIAGE = ("acknowledged", "invalid", "fixed")
 
 
 def _state_links(chosen: str | None) -> html.Div:
-    choices = [("all", None), *[(s, s) for s in ALERT_STATES]]
+    choices = [("all", None), *[(s, s) for s in alerts.STATES]]
     return html.Div([html.Span("state: "), *[
         html.B(label) if value == chosen else
         dcc.Link(label, href="/alerts" + (f"?{urlencode({'state': value})}" if value else ""))
@@ -86,7 +85,8 @@ def _alert(alert: Alert, admin: str | None, alone: bool) -> html.Article:
     return html.Article([
         html.H2([dcc.Link(f"#{alert.id}", href=links.alert_href(alert.id)),
                  f" {a.direction}" + (f" in {a.phase}" if a.phase else ""),
-                 html.Span(alert.state, className=f"alert-state alert-state-{alert.state}")]),
+                 " · ", html.Span(alert.state,
+                                  className=f"alert-state alert-state-{alert.state}")]),
         html.P(a.why, className="alert-why"),
         html.Div([f"{a.gpu} · opened {alert.created_at:%Y-%m-%d %H:%M} UTC by report "
                   f"#{a.report_id} · ", *_report_links(alert)], className="links muted"),
@@ -121,8 +121,8 @@ def _body(args: dict[str, Any], token: str | None, message: str | None = None) -
 
 def layout(state: str | None = None, id: str | None = None,  # noqa: A002
            **_: Any) -> html.Div:
-    if state is not None and state not in ALERT_STATES:
-        return not_found(f"state {state!r}: one of {', '.join(ALERT_STATES)}")
+    if state is not None and state not in alerts.STATES:
+        return not_found(f"state {state!r}: one of {', '.join(alerts.STATES)}")
     if id is not None and not id.isdigit():
         return not_found(f"alert {id!r}: an alert's number")
     args: dict[str, Any] = {k: v for k, v in (("state", state), ("id", id and int(id)))
