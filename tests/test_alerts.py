@@ -19,10 +19,13 @@ from alert_helpers import (
 from compare_helpers import nvfp4_mega, series
 from fastapi.testclient import TestClient
 from history_helpers import ingest
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from app.case_fields import CaseFilter
 from app.export.service import export_report
+from app.repository import alerts as alerts_repo
+from app.repository import reports as reports_repo
 from app.services import alerts
 from cli.main import main
 
@@ -132,6 +135,8 @@ def test_triage_needs_admin_and_is_logged(
     assert [a["id"] for a in client.get(ALERTS, params={"state": "invalid"}).json()["items"]
             ] == [listed["id"]]
     assert client.get(ALERTS, params={"gpu": "no such GPU"}).json()["total"] == 0
+    assert client.get(ALERTS, params={"since": "2000-01-01"}).json()["total"] == 1
+    assert client.get(ALERTS, params={"since": "2999-01-01"}).json()["total"] == 0
     assert client.patch(url, json={"state": "gone", "reason": "x"},
                         headers=admin).status_code == 422
     assert client.patch(f"{ALERTS}/999999", json=change, headers=admin).status_code == 404
@@ -164,3 +169,20 @@ def test_rebuild_recomputes_and_keeps_triaged_alerts(
     assert main(["alerts", "rebuild", "--database-url", database_url]) == 0
     session.expire_all()
     assert [(x.id, x.state) for x in _all_alerts(session)] == [(rebuilt.id, "acknowledged")]
+
+
+def test_a_failure_opening_alerts_leaves_the_report_whole(
+    session: Session, reference: Body, monkeypatch: Any, caplog: Any
+) -> None:
+    """A database error inside alert detection (which aborts a Postgres transaction) is
+    rolled back to the savepoint: the report lands with every case, without alerts."""
+
+    def broken(session: Session, *_: Any) -> None:
+        session.execute(text("SELECT * FROM no_such_table"))
+
+    monkeypatch.setattr(alerts_repo, "tail_points", broken)
+    bodies = series(reference, 2)
+    ids = [ingest(session, b) for b in bodies]
+    assert [reports_repo.case_count(session, i) for i in ids] == [63, 63]
+    assert _all_alerts(session) == []
+    assert "alerts for report" in caplog.text and "no_such_table" in caplog.text
