@@ -137,6 +137,7 @@ def test_triage_needs_admin_and_is_logged(
     assert client.get(ALERTS, params={"gpu": "no such GPU"}).json()["total"] == 0
     assert client.get(ALERTS, params={"since": "2000-01-01"}).json()["total"] == 1
     assert client.get(ALERTS, params={"since": "2999-01-01"}).json()["total"] == 0
+    assert client.get(ALERTS, params={"since": "0"}).status_code == 422
     assert client.patch(url, json={"state": "gone", "reason": "x"},
                         headers=admin).status_code == 422
     assert client.patch(f"{ALERTS}/999999", json=change, headers=admin).status_code == 404

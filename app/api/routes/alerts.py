@@ -3,11 +3,12 @@ and webhook deliveries; triage (admin scope)."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime, time
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
-from pydantic import StringConstraints
+from pydantic import BeforeValidator, StringConstraints
 
 from app.api.alert_schemas import (
     AlertDetailOut,
@@ -30,13 +31,24 @@ router = APIRouter(prefix="/alerts", tags=["alerts"])
 AlertId = Annotated[int, Path(ge=1, le=INT64_MAX)]
 
 
+def _iso_date(value: object) -> object:
+    # pydantic reads a number as a Unix time ("since=0" would be 1970-01-01): only the
+    # YYYY-MM-DD the schema's format names is a date here.
+    if value is not None and not (isinstance(value, str) and ISO_DATE.fullmatch(value)):
+        raise ValueError("a date as YYYY-MM-DD")
+    return value
+
+
+ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
 @router.get("", operation_id="list_alerts", dependencies=[Revalidate], responses=READ)
 def list_alerts(
     _read: ReadAccess, session: SessionDep,
     state: Annotated[AlertStateName | None, Query()] = None,
     gpu: Annotated[Text | None, StringConstraints(max_length=200), Query()] = None,
-    since: Annotated[date | None, Query(description="opened on or after (YYYY-MM-DD, UTC)")
-                     ] = None,
+    since: Annotated[date | None, BeforeValidator(_iso_date),
+                     Query(description="opened on or after (YYYY-MM-DD, UTC)")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
 ) -> AlertPage:
