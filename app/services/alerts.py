@@ -132,7 +132,8 @@ def open_alerts(session: Session, report_id: int) -> list[int]:
         with session.begin_nested():
             opened = _store(session, report_id,
                             build_alerts(session, report_id, moved_cases(session, report_id)))
-            documents = [alert_document(alerts_repo.get_alert(session, i)) for i in opened]
+            documents = [alert_document(alerts_repo.get_alert(session, i)) for i in opened
+                         if webhooks.configured()]
     except Exception:
         log.exception("alerts for report %s were not opened", report_id)
         return []

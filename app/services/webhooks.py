@@ -40,9 +40,13 @@ def signature(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
 
 
+def configured() -> bool:
+    return bool(get_settings().webhook_url_list())
+
+
 def after_commit(session: Session, documents: Sequence[dict[str, Any]]) -> None:
     """Send these alerts once the session's transaction commits (never, if it rolls back)."""
-    if not documents or not get_settings().webhook_url_list():
+    if not documents or not configured():
         return
     # Listening stays on for the session's life: a listener cannot be removed while its
     # event runs, and with nothing pending it does nothing.
