@@ -10,12 +10,22 @@ Fleming et al., https://doi.org/10.1145/3578244.3583719) does it, over plain num
    largest p-value is dropped while that p-value is >= ``max_pvalue`` (or, once all pass,
    while the smallest change is <= ``min_magnitude_percent``), its neighbours retested.
 
-Ours adds a minimum segment (``min_segment``): no split leaves fewer points on a side,
-and the merge drops first any change point with a shorter segment beside it, so a single
-outlier (two change points one point apart) is not a change, and a step at the tail is
-reported once ``min_segment`` points sit after it. ``min_segment=1`` with ``otava_exact``
-is Otava exactly (tests/test_changepoints.py runs Otava's test series). Otava's t-test is
-SciPy's ``ttest_ind_from_stats`` fed population standard deviations (ddof 0), as ours.
+Ours differs from Otava where a benchmark series needs it (``otava_exact=True`` with
+``min_segment=1`` is Otava exactly: tests/test_changepoints.py runs Otava's test series):
+
+- A minimum segment (``min_segment``): no split leaves fewer points on a side, and the
+  merge drops first any change point with a shorter segment beside it, so a single
+  outlier (two change points one point apart) is not a change, and a step at the tail
+  is reported once ``min_segment`` points sit after it.
+- A change that fails its test without one point of a segment shorter than a window
+  (``rests_on_one_point``) is dropped first too: an outlier among a step's first points.
+- Each change point is then moved, by less than ``min_segment``, to its best split
+  (``refine``), and merged again.
+- The windows stay on a grid and the merge retests both neighbours
+  (``ChangePointSettings.otava_exact`` says why).
+
+Otava's t-test is SciPy's ``ttest_ind_from_stats`` fed population standard deviations
+(ddof 0); ours is the same arithmetic (``student_t.t_test``).
 
 Why not a library: ``apache-otava`` pins numpy 2.2 and pulls BigQuery, Slack and pg8000;
 MongoDB's ``signal-processing-algorithms`` wants Python ~3.11, numpy < 2 and gevent.
@@ -29,14 +39,13 @@ reported, and no stretch's mean mixes both sides of it.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ingest.student_t import two_sided_p
+from ingest.student_t import Prefix, pooled_p, t_test
 
 FloatArray = NDArray[np.float64]
 # A series: a list of numbers or an array.
@@ -64,8 +73,9 @@ class ChangePointSettings:
             raise ValueError(f"window: at least 2 points, not {self.window}")
         if not 0.0 < self.max_pvalue < 1.0:
             raise ValueError(f"max_pvalue: strictly between 0 and 1, not {self.max_pvalue}")
-        if self.min_segment < 1:
-            raise ValueError(f"min_segment: at least 1 point, not {self.min_segment}")
+        if not 1 <= self.min_segment <= self.window // 2:
+            raise ValueError(f"min_segment: from 1 to half the window ({self.window // 2}) "
+                             f"points, not {self.min_segment}")
 
     @property
     def first_pass_pvalue(self) -> float:
@@ -73,6 +83,9 @@ class ChangePointSettings:
         if self.max_pvalue < 0.05:
             return self.max_pvalue * 10
         return self.max_pvalue * 2 if self.max_pvalue < 0.5 else self.max_pvalue
+
+
+DEFAULT_SETTINGS = ChangePointSettings()
 
 
 @dataclass(frozen=True)
@@ -84,37 +97,23 @@ class ChangePoint:
     pvalue: float
 
 
-class _Prefix:
-    """Sums and sums of squares up to each index: a segment's mean and variance in O(1)."""
-
-    def __init__(self, values: FloatArray) -> None:
-        centred = values - (values.mean() if len(values) else 0.0)  # no cancellation
-        self.shift = float(values.mean()) if len(values) else 0.0
-        self.sums = np.concatenate(([0.0], np.cumsum(centred)))
-        self.squares = np.concatenate(([0.0], np.cumsum(centred * centred)))
-
-    def mean_var(self, start: int, stop: int) -> tuple[float, float]:
-        """Mean and population variance (ddof 0, as Otava's np.std) of [start, stop)."""
-        n = stop - start
-        mean = (self.sums[stop] - self.sums[start]) / n
-        var = max((self.squares[stop] - self.squares[start]) / n - mean * mean, 0.0)
-        return float(mean) + self.shift, float(var)
-
-
-def t_test(prefix: _Prefix, start: int, split: int, stop: int) -> tuple[float, float, float]:
-    """Before mean, after mean, and the two-sided p of Student's t-test (pooled variance)
-    of [start, split) against [split, stop)."""
-    n1, n2 = split - start, stop - split
-    mean1, var1 = prefix.mean_var(start, split)
-    mean2, var2 = prefix.mean_var(split, stop)
-    if n1 + n2 <= 2:
-        return mean1, mean2, 1.0
-    pooled = ((n1 - 1) * var1 + (n2 - 1) * var2) / (n1 + n2 - 2)
-    difference = mean1 - mean2
-    scale = math.sqrt(pooled * (1.0 / n1 + 1.0 / n2))
-    if scale == 0.0:
-        return mean1, mean2, 1.0 if difference == 0.0 else 0.0
-    return mean1, mean2, two_sided_p(difference / scale, n1 + n2 - 2)
+def rests_on_one_point(values: FloatArray, prefix: Prefix, start: int, split: int,
+                       stop: int, settings: ChangePointSettings) -> bool:
+    """Whether the change at ``split`` fails its test without one point: the one that
+    helps it most on a side shorter than a window (a 30 % outlier among the first 5
+    points after an ordinary change point makes a t of 7)."""
+    before, after = prefix.mean_var(start, split)[1], prefix.mean_var(split, stop)[1]
+    up = after > before
+    for side, (low, high) in enumerate(((start, split), (split, stop))):
+        if high - low >= settings.window or high - low < 2:
+            continue
+        segment = values[low:high]
+        helper = float(segment.max() if up == (side == 1) else segment.min())
+        kept = [prefix.mean_var(start, split), prefix.mean_var(split, stop)]
+        kept[side] = prefix.mean_var(low, high, without=helper)
+        if pooled_p(*kept[0], *kept[1]) >= settings.max_pvalue:
+            return True
+    return False
 
 
 def _pair_sums(window: FloatArray) -> FloatArray:
@@ -168,7 +167,7 @@ def best_split(sums: FloatArray, start: int, stop: int, min_segment: int) -> tup
 
 def window_change_points(window: FloatArray, pvalue: float, min_segment: int) -> list[int]:
     """E-Divisive with a t-test inside one window: split while the best split passes."""
-    sums, prefix = _pair_sums(window), _Prefix(window)
+    sums, prefix = _pair_sums(window), Prefix(window)
     found: list[int] = []
     candidates: dict[tuple[int, int], tuple[int, float]] = {}
     while True:
@@ -190,6 +189,14 @@ def window_change_points(window: FloatArray, pvalue: float, min_segment: int) ->
         found = sorted([*found, tau])
 
 
+# An append changes a series' last window or two; the tail recompute's other windows are
+# the previous append's, on the same grid, and come from here (63 series x up to 22
+# windows a report).
+@functools.lru_cache(maxsize=8192)
+def _known_window(window: bytes, pvalue: float, min_segment: int) -> tuple[int, ...]:
+    return tuple(window_change_points(np.frombuffer(window), pvalue, min_segment))
+
+
 def split(values: FloatArray, settings: ChangePointSettings) -> list[int]:
     """The weak change points: windows sliding by half a window (Otava's also jump to the
     last change point a window found, when that is further)."""
@@ -198,8 +205,8 @@ def split(values: FloatArray, settings: ChangePointSettings) -> list[int]:
     start = 0
     while start < len(values):
         stop = min(start + settings.window, len(values))
-        found = [start + i for i in window_change_points(
-            values[start:stop], settings.first_pass_pvalue, settings.min_segment)]
+        found = [start + i for i in _known_window(
+            values[start:stop].tobytes(), settings.first_pass_pvalue, settings.min_segment)]
         weak.update(found)
         jump = found[-1] if found and settings.otava_exact else 0
         start = max(jump, start + step)
@@ -220,20 +227,24 @@ def _change_percent(before: float, after: float) -> float:
 def merge(values: FloatArray, weak: Sequence[int],
           settings: ChangePointSettings) -> list[ChangePoint]:
     """Drop the weakest change point until every one passes (see the module's note)."""
-    prefix = _Prefix(values)
+    prefix = Prefix(values)
     indices = list(weak)
 
     def stats(k: int) -> ChangePoint:
         start = indices[k - 1] if k > 0 else 0
         stop = indices[k + 1] if k + 1 < len(indices) else len(values)
         before, after, p = t_test(prefix, start, indices[k], stop)
+        fragile[indices[k]] = (settings.min_segment > 1 and not settings.otava_exact
+                               and rests_on_one_point(values, prefix, start, indices[k],
+                                                      stop, settings))
         return ChangePoint(indices[k], before, after, _change_percent(before, after), p)
 
+    fragile: dict[int, bool] = {}
     points = [stats(k) for k in range(len(indices))]
     while points:
         bounds = [0, *indices, len(values)]
-        short = [k for k in range(len(indices))
-                 if min(bounds[k + 1] - bounds[k], bounds[k + 2] - bounds[k + 1])
+        short = [k for k in range(len(indices)) if fragile[indices[k]]
+                 or min(bounds[k + 1] - bounds[k], bounds[k + 2] - bounds[k + 1])
                  < settings.min_segment]
         if short:
             weakest = max(short, key=lambda k: points[k].pvalue)
@@ -261,7 +272,7 @@ def refine(values: FloatArray, indices: Sequence[int],
     The minimum segment bends E-Divisive's placement: with 4 points after a step it puts
     the change a point early (that point and the 4 make 5). Moved to the step, the change
     point leaves a segment too short, and the merge drops it until the 5th point."""
-    sums = _Prefix(values).sums
+    sums = Prefix(values).sums
     reach, half = settings.min_segment - 1, settings.window // 2
     placed = list(indices)
     for k, index in enumerate(placed):
@@ -278,11 +289,18 @@ def refine(values: FloatArray, indices: Sequence[int],
     return sorted(set(placed))
 
 
-def _detect(values: FloatArray, settings: ChangePointSettings) -> list[ChangePoint]:
-    points = merge(values, split(values, settings), settings)
-    if settings.otava_exact or settings.min_segment == 1 or not points:
-        return points
-    return merge(values, refine(values, [p.index for p in points], settings), settings)
+def _detect(values: FloatArray, settings: ChangePointSettings,
+            first: int = 0) -> list[ChangePoint]:
+    """The change points of ``values``; after ``first`` only, if given: a change point
+    that stands (the tail recompute's anchor), so the windows run from the start, as a
+    full recompute's, and the merge from ``first``, which no change point crosses."""
+    weak = [i - first for i in split(values, settings) if i > first]
+    tail = values[first:]
+    points = merge(tail, weak, settings)
+    if not (settings.otava_exact or settings.min_segment == 1 or not points):
+        points = merge(tail, refine(tail, [p.index for p in points], settings), settings)
+    return [ChangePoint(p.index + first, p.before_mean, p.after_mean, p.change_percent,
+                        p.pvalue) for p in points]
 
 
 def _kept_indices(length: int, outliers: Collection[int]) -> NDArray[np.int64]:
@@ -294,68 +312,96 @@ def _kept_indices(length: int, outliers: Collection[int]) -> NDArray[np.int64]:
 
 
 def find_change_points(values: Values,
-                       settings: ChangePointSettings = ChangePointSettings(), *,
+                       settings: ChangePointSettings = DEFAULT_SETTINGS, *,
                        steps: Collection[int] = (),
                        outliers: Collection[int] = ()) -> list[ChangePoint]:
     """The change points of ``values`` (a series, oldest first), honouring the marks."""
+    return _find(values, settings, steps, outliers)
+
+
+def _find(values: Values, settings: ChangePointSettings, steps: Collection[int],
+          outliers: Collection[int], first: int = 0) -> list[ChangePoint]:
+    """``find_change_points``, after ``first`` only (see ``_detect``)."""
     series = np.asarray(values, dtype=np.float64)
     if series.ndim != 1 or not np.all(np.isfinite(series)):
         raise ValueError("values: a sequence of finite numbers")
     kept = _kept_indices(len(series), outliers)
     cuts = sorted({0, len(kept), *(int(np.searchsorted(kept, s)) for s in steps)})
+    after = int(np.searchsorted(kept, first))
     found: list[ChangePoint] = []
     for start, stop in zip(cuts, cuts[1:], strict=False):
-        for point in _detect(series[kept[start:stop]], settings):
+        if stop <= after:
+            continue
+        for point in _detect(series[kept[start:stop]], settings, max(after - start, 0)):
             found.append(ChangePoint(int(kept[start + point.index]), point.before_mean,
                                      point.after_mean, point.change_percent, point.pvalue))
     return found
 
 
-# An append recomputes at most this many windows of the series' end, and at least two.
+# An append recomputes the series from its last change point (or step mark) up to this
+# many windows back, at least two windows from the end (an "anchor"); without one, this
+# many windows of the end.
+ANCHOR_WINDOWS = 10
 TAIL_WINDOWS = 6
 
 
 def find_change_points_tail(values: Values, known: Sequence[ChangePoint],
-                            settings: ChangePointSettings = ChangePointSettings(), *,
+                            settings: ChangePointSettings = DEFAULT_SETTINGS, *,
                             steps: Collection[int] = (),
                             outliers: Collection[int] = ()) -> list[ChangePoint]:
     """What ``find_change_points`` says of ``values`` after points were appended, given
-    ``known``, its answer before (in O(window) per call, not O(series)): the series from
-    ``start`` on is detected afresh, the change points before ``start`` are kept.
+    ``known``, its answer before: the series' end is detected afresh, the change points
+    before it are kept. O(window) per append, not O(series): a run's windows away from
+    the end are the previous run's and come from ``_known_window``'s cache.
 
-    The fresh run starts on the windows' grid (multiples of half a window) a window or
-    more before its first change point, so its windows are the full recompute's there.
-    Its first change point may be the last known change point (or step mark) between
-    ``TAIL_WINDOWS`` and two windows from the end, an "anchor" both runs have: the known
-    change points before it are kept, it is retested against the segment now after it,
-    and the fresh ones after it taken. Without an anchor, nothing is known between
-    ``TAIL_WINDOWS`` and two windows from the end, and the fresh run's first window (its
-    edge) is left to the known change points."""
+    With an anchor (see ``ANCHOR_WINDOWS``), a change point both runs have, the known
+    change points up to it are kept and the fresh ones after it taken; the fresh run's
+    windows start on the full recompute's grid a window before it, and its merge at it.
+    Without one, nothing is known from
+    ``TAIL_WINDOWS`` to two windows from the end; the fresh run starts on the grid there
+    and its first window (its edge) is left to the known change points. The last kept
+    change point is retested against the segment now after it; should it fail, the whole
+    series is recomputed."""
     length = len(values)
     longest, shortest = TAIL_WINDOWS * settings.window, 2 * settings.window
     if length <= longest:
         return find_change_points(values, settings, steps=steps, outliers=outliers)
     grid = settings.window // 2
     boundaries = sorted({p.index for p in known} | set(steps))
-    anchors = [b for b in boundaries if length - longest <= b <= length - shortest]
+    anchors = [b for b in boundaries
+               if length - ANCHOR_WINDOWS * settings.window <= b <= length - shortest]
     if anchors:
-        origin = max(anchors[-1] - settings.window, 0) // grid * grid
-        cut = anchors[-1] + 1
+        origin = _on_grid(max(anchors[-1] - settings.window, 0), length, grid, steps, outliers)
+        cut, first = anchors[-1] + 1, anchors[-1] - origin
     else:
-        origin = (length - longest) // grid * grid
-        cut = origin + settings.window
+        origin = _on_grid(length - longest, length, grid, steps, outliers)
+        cut, first = origin + settings.window, 0
     fresh = [ChangePoint(p.index + origin, p.before_mean, p.after_mean, p.change_percent,
                          p.pvalue)
-             for p in find_change_points(values[origin:], settings,
-                                         steps=[s - origin for s in steps if s > origin],
-                                         outliers=[o - origin for o in outliers if o >= origin])
+             for p in _find(values[origin:], settings, [s - origin for s in steps if s > origin],
+                            [o - origin for o in outliers if o >= origin], first)
              if p.index + origin >= cut]
     kept = [p for p in known if p.index < cut]
-    if anchors and kept and kept[-1].index == anchors[-1]:
-        lower = max([b for b in boundaries if b < anchors[-1]], default=0)
-        upper = fresh[0].index if fresh else length
-        kept[-1] = _retest(values, lower, anchors[-1], upper, outliers)
+    if kept:  # the segment after the last kept change point may have grown
+        last = kept[-1].index
+        lower = max([b for b in boundaries if b < last], default=0)
+        upper = min([s for s in steps if s > last] + [p.index for p in fresh[:1]] + [length])
+        kept[-1] = _retest(values, lower, last, upper, outliers)
+        if kept[-1].pvalue >= settings.max_pvalue:  # it no longer stands: start over
+            return find_change_points(values, settings, steps=steps, outliers=outliers)
     return kept + fresh
+
+
+def _on_grid(index: int, length: int, grid: int, steps: Collection[int],
+             outliers: Collection[int]) -> int:
+    """The last start of a full recompute's window at or before ``index``: the windows
+    count the points that are not outliers, by ``grid``, from the series' start or the
+    last step mark."""
+    kept = _kept_indices(length, outliers)
+    position = int(np.searchsorted(kept, index, side="right")) - 1
+    stretch = max([c for c in (int(np.searchsorted(kept, s)) for s in steps) if c <= position],
+                  default=0)
+    return int(kept[stretch + (max(position, stretch) - stretch) // grid * grid])
 
 
 def _retest(values: Values, start: int, split: int, stop: int,
@@ -363,6 +409,6 @@ def _retest(values: Values, start: int, split: int, stop: int,
     """The change point at ``split`` tested between [start, split) and [split, stop)."""
     series = np.asarray(values[start:stop], dtype=np.float64)
     kept = _kept_indices(len(series), [o - start for o in outliers])
-    prefix = _Prefix(series[kept])
+    prefix = Prefix(series[kept])
     before, after, p = t_test(prefix, 0, int(np.searchsorted(kept, split - start)), len(kept))
     return ChangePoint(split, before, after, _change_percent(before, after), p)

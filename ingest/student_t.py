@@ -1,4 +1,5 @@
-"""Student's t distribution: the two-sided tail and its inverse, pure Python.
+"""Student's t: the distribution's two-sided tail and its inverse, and the two-sample
+t-test on segments of a series.
 
 The change-point detector's t-test needs p-values, and its limits need the critical t for a
 p-value. SciPy is not in the base install for two functions, so here they are: the tail
@@ -9,6 +10,9 @@ Lentz's method), the inverse by bisection on it.
 from __future__ import annotations
 
 import math
+
+import numpy as np
+from numpy.typing import NDArray
 
 _EPS = 1e-15
 _TINY = 1e-300
@@ -69,3 +73,45 @@ def critical_t(p: float, df: float) -> float:
         else:
             high = middle
     return (low + high) / 2.0
+
+
+class Prefix:
+    """Sums and sums of squares up to each index: a segment's mean and variance in O(1)."""
+
+    def __init__(self, values: NDArray[np.float64]) -> None:
+        centred = values - (values.mean() if len(values) else 0.0)  # no cancellation
+        self.shift = float(values.mean()) if len(values) else 0.0
+        self.sums = np.concatenate(([0.0], np.cumsum(centred)))
+        self.squares = np.concatenate(([0.0], np.cumsum(centred * centred)))
+
+    def mean_var(self, start: int, stop: int,
+                 without: float | None = None) -> tuple[int, float, float]:
+        """Count, mean and population variance (ddof 0, as Otava's np.std) of
+        [start, stop), ``without`` one point of that value if given."""
+        n = stop - start
+        total = self.sums[stop] - self.sums[start]
+        squares = self.squares[stop] - self.squares[start]
+        if without is not None:
+            dropped = without - self.shift
+            n, total, squares = n - 1, total - dropped, squares - dropped * dropped
+        mean = total / n
+        return n, float(mean) + self.shift, max(float(squares / n - mean * mean), 0.0)
+
+
+def pooled_p(n1: int, mean1: float, var1: float, n2: int, mean2: float, var2: float) -> float:
+    """The two-sided p of Student's t-test with pooled variance, from each side's count,
+    mean and population variance (as SciPy's ttest_ind_from_stats given np.std)."""
+    if n1 + n2 <= 2:
+        return 1.0
+    pooled = ((n1 - 1) * var1 + (n2 - 1) * var2) / (n1 + n2 - 2)
+    difference = mean1 - mean2
+    scale = math.sqrt(pooled * (1.0 / n1 + 1.0 / n2))
+    if scale == 0.0:
+        return 1.0 if difference == 0.0 else 0.0
+    return two_sided_p(difference / scale, n1 + n2 - 2)
+
+
+def t_test(prefix: Prefix, start: int, split: int, stop: int) -> tuple[float, float, float]:
+    """Before mean, after mean, and the t-test's p of [start, split) against [split, stop)."""
+    before, after = prefix.mean_var(start, split), prefix.mean_var(split, stop)
+    return before[1], after[1], pooled_p(*before, *after)
