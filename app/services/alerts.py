@@ -105,9 +105,11 @@ def build_alerts(session: Session, report_id: int, moved: Sequence[Moved]
         return {}
     groups = _groups(session, moved, ATTRIBUTION_REPORTS)
     dimensions = {c["id"]: c for c in pairs_repo.case_dimensions(session, report_id)}
-    return {key: _new_alert(session, report_id, key, cases, len(moved) - len(cases),
-                            dimensions)
-            for key, cases in groups.items()}
+    order = {case_id: i for i, case_id in enumerate(dimensions)}
+    return {key: _new_alert(session, report_id, key,
+                            sorted(cases, key=lambda c: order.get(c.moved.case_id, len(order))),
+                            len(moved) - len(cases), dimensions)
+            for key, cases in sorted(groups.items(), key=lambda item: item[0][0])}
 
 
 def _store(session: Session, report_id: int,
