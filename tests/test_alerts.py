@@ -132,6 +132,11 @@ def test_triage_needs_admin_and_is_logged(
         "new", "invalid", "a noisy node")
     assert event["createdBy"].startswith("test-admin-")
     assert client.get(ALERTS, params={"state": "new"}).json()["items"] == []
+    first_case = listed["cases"][0]["caseId"]
+    assert (alerts.false_alarms(session, listed["series"]),
+            alerts.false_alarms(session, listed["series"], first_case),
+            alerts.false_alarms(session, listed["series"], "no such case"),
+            alerts.false_alarms(session, "no such series")) == (1, 1, 0, 0)
     assert [a["id"] for a in client.get(ALERTS, params={"state": "invalid"}).json()["items"]
             ] == [listed["id"]]
     assert client.get(ALERTS, params={"gpu": "no such GPU"}).json()["total"] == 0

@@ -306,3 +306,14 @@ def replace_alert(session: Session, alert_id: int, alert: NewAlert) -> None:
                                   phase_change_percent=c.phase_change_percent)
                      for c in alert.cases])
     session.flush()
+
+
+def invalid_alerts(session: Session, series: str, case_id: str | None = None) -> int:
+    """How many of the series' alerts (those moving ``case_id``, when given) were triaged
+    ``invalid``: the false alarms the detector's limits are counted from."""
+    query = select(func.count()).select_from(AlertRow).where(
+        AlertRow.series == series, AlertRow.state == "invalid")
+    if case_id is not None:
+        query = query.where(AlertRow.id.in_(
+            select(AlertCaseRow.alert_id).where(AlertCaseRow.case_id == case_id)))
+    return int(session.execute(query).scalar_one())

@@ -220,3 +220,9 @@ def inbox(session: Session, token: str | None, state: str | None = None,
         return Inbox([alerts_repo.get_alert(session, alert_id)], 1, admin)
     found, total = alerts_repo.list_alerts(session, state=state, limit=INBOX_SIZE)
     return Inbox(found, total, admin)
+
+
+def false_alarms(session: Session, series: str, case_id: str | None = None) -> int:
+    """The series' alerts triaged ``invalid`` (moving ``case_id``, when given): what
+    ``ingest.detector_limits.series_limits`` takes as ``invalid_alerts``."""
+    return alerts_repo.invalid_alerts(session, series, case_id)
