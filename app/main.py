@@ -17,7 +17,7 @@ from starlette.middleware.gzip import GZipMiddleware
 
 from app.api.docs import mount_docs
 from app.api.openapi import add_body_schemas, apply_settings, operation_id
-from app.api.routes import export, health, history, marks, matrix, platforms, reports
+from app.api.routes import alerts, export, health, history, marks, matrix, platforms, reports
 from app.core.config import Settings, get_settings
 from app.core.db import get_engine
 from app.core.error_handlers import install_error_handlers
@@ -99,6 +99,7 @@ def create_app() -> FastAPI:
     app.include_router(platforms.router, prefix="/api/v1")
     app.include_router(history.router, prefix="/api/v1")
     app.include_router(marks.router, prefix="/api/v1")
+    app.include_router(alerts.router, prefix="/api/v1")
     app.include_router(export.router, prefix="/api/v1")
     app.include_router(health.router)
     add_middleware(app, settings)

@@ -252,3 +252,96 @@ class TokenRow(Base):
     __table_args__ = (
         CheckConstraint("scope IN ('read', 'ingest', 'admin')", name="scope_known"),
     )
+
+
+ALERT_STATES = ("new", "acknowledged", "invalid", "fixed")
+
+
+class AlertRow(Base):
+    """One change in one report across every case it moved (DESIGN.md "Alerts"): opened
+    when the report is ingested, triaged by an admin (``state``, its log AlertEventRow)."""
+
+    __tablename__ = "alerts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # The report whose ingest opened it (deleting the report deletes its alerts).
+    report_id: Mapped[int] = mapped_column(ForeignKey("reports.id", ondelete="CASCADE"))
+    gpu: Mapped[str] = mapped_column(String(200))
+    series: Mapped[str] = mapped_column(String(16))
+    metric: Mapped[str] = mapped_column(String(50))
+    direction: Mapped[str] = mapped_column(String(20))  # regression, improvement
+    # The phase that moved most (in ms) in every case of the alert; null: none timed.
+    phase: Mapped[str | None] = mapped_column(String(20))
+    change_min_percent: Mapped[float] = mapped_column(Float)
+    change_max_percent: Mapped[float] = mapped_column(Float)
+    phase_min_percent: Mapped[float | None] = mapped_column(Float)
+    phase_max_percent: Mapped[float | None] = mapped_column(Float)
+    gpu_state_changes: Mapped[list[str]] = mapped_column(JSON, default=list)
+    provenance_changes: Mapped[list[str]] = mapped_column(JSON, default=list)
+    last_good_report_id: Mapped[int | None] = mapped_column(
+        ForeignKey("reports.id", ondelete="SET NULL"))
+    first_bad_report_id: Mapped[int] = mapped_column(
+        ForeignKey("reports.id", ondelete="CASCADE"))
+    why: Mapped[str] = mapped_column(Text)  # ingest.why.why_sentence, built once
+    state: Mapped[str] = mapped_column(String(20), default="new")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (
+        Index("ix_alerts_created_at_id", "created_at", "id"),
+        Index("ix_alerts_report_id", "report_id"),
+        Index("ix_alerts_first_bad_report_id", "first_bad_report_id"),
+        Index("ix_alerts_last_good_report_id", "last_good_report_id"),
+        Index("ix_alerts_series", "series"),
+        CheckConstraint("state IN ('new', 'acknowledged', 'invalid', 'fixed')",
+                        name="state_known"),
+        CheckConstraint("direction IN ('regression', 'improvement')", name="direction_known"),
+        {"sqlite_autoincrement": True},
+    )
+
+
+class AlertCaseRow(Base):
+    """A case an alert moved, with its change (percent of its baseline)."""
+
+    __tablename__ = "alert_cases"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    alert_id: Mapped[int] = mapped_column(ForeignKey("alerts.id", ondelete="CASCADE"))
+    case_id: Mapped[str] = mapped_column(String(300))
+    change_percent: Mapped[float] = mapped_column(Float)
+    phase_change_percent: Mapped[float | None] = mapped_column(Float)
+
+    __table_args__ = (
+        Index("ix_alert_cases_alert_id", "alert_id"),
+        Index("ix_alert_cases_case_id", "case_id"),
+    )
+
+
+class AlertEventRow(Base):
+    """An alert's state change: who (the token's name), when, from, to and why."""
+
+    __tablename__ = "alert_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    alert_id: Mapped[int] = mapped_column(ForeignKey("alerts.id", ondelete="CASCADE"),
+                                          index=True)
+    from_state: Mapped[str] = mapped_column(String(20))
+    to_state: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str] = mapped_column(Text)
+    created_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class WebhookDeliveryRow(Base):
+    """One attempt to POST an opened alert to a webhook: the answer's status or the error."""
+
+    __tablename__ = "webhook_deliveries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    alert_id: Mapped[int] = mapped_column(ForeignKey("alerts.id", ondelete="CASCADE"),
+                                          index=True)
+    url: Mapped[str] = mapped_column(Text)
+    attempt: Mapped[int] = mapped_column(Integer)
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -27,8 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="moescope", description="Results database, dashboard and runner for GPU "
                                      "Mixture-of-Experts expert-parallel benchmarks.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in (_serve, _db, _token, _ingest, _export, _platforms, _regressions, _model,
-                    _run, _runner):
+    for command in (_serve, _db, _token, _ingest, _export, _platforms, _regressions, _alerts,
+                    _model, _run, _runner):
         command(sub)
     return parser
 
@@ -143,6 +143,15 @@ def _regressions(sub: Subparsers) -> None:
     _database_option(regressions)
     regressions.set_defaults(handler="cli.regressions",
                              server_handler="cli.regressions_database")
+
+
+def _alerts(sub: Subparsers) -> None:
+    alerts = sub.add_parser("alerts", help="alerts: one per change in one report")
+    alerts_sub = alerts.add_subparsers(dest="alerts_command", required=True)
+    rebuild = alerts_sub.add_parser(
+        "rebuild", help="recompute every alert from the stored series (triaged ones kept)")
+    _database_option(rebuild)
+    rebuild.set_defaults(server_handler="cli.alerts")
 
 
 def _model(sub: Subparsers) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ingest.why import phase_phrase
+
 Document = dict[str, Any]
 
 # Characters that would make a report's string into markup, a link or a table cell break.
@@ -36,6 +38,20 @@ def case_line(item: Document, base_url: str | None) -> str:
             f"| {item['noisePercent']:.1f} % | {md(why)} |")
 
 
+def _where(group: Document, items: list[Document]) -> str:
+    """The phase the group's cases moved in (ingest.why's words)."""
+    members = set(group["caseIds"])
+    moves = []
+    for item in items:
+        if item["caseId"] in members:
+            attribution = item.get("attribution") or {}
+            top = attribution.get("topPhase")
+            change = next((p["changePercent"] for p in attribution.get("phases") or []
+                           if p["phase"] == top), None)
+            moves.append((top, change))
+    return phase_phrase(moves) if moves else ""
+
+
 def render(document: Document, base_url: str | None = None) -> str:
     counts = document["counts"]
     report_id = document["reportId"]
@@ -50,16 +66,17 @@ def render(document: Document, base_url: str | None = None) -> str:
         f"flagged past {document['thresholdPercent']:g} % and past the case's noise.",
     ]
     groups = document.get("groups") or []
+    items = document["items"]
     if groups:
-        lines += ["", "| verdict | cases | layer time change |", "|---|---|---|"]
+        lines += ["", "| verdict | cases | layer time change | where |", "|---|---|---|---|"]
         for g in groups:
             count = len(g["caseIds"])
             of = f" of {g['ofTotal']}" if g.get("ofTotal") and g["ofTotal"] != count else ""
             span = (f"{g['lowPercent']:+.1f} %" if round(g["lowPercent"], 1) == round(
                 g["highPercent"], 1) else f"{g['lowPercent']:+.1f} % to {g['highPercent']:+.1f} %")
             noun = "case" if count == 1 and not of else "cases"
-            lines.append(f"| {g['status']} | {count}{of} {md(g['label'])} {noun} | {span} |")
-    items = document["items"]
+            lines.append(f"| {g['status']} | {count}{of} {md(g['label'])} {noun} | {span} "
+                         f"| {md(_where(g, items))} |")
     if items:
         lines += ["", "<details><summary>Every flagged case</summary>", "",
                   "| verdict | case (its history) | layer time | noise | why |",

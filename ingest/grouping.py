@@ -58,7 +58,8 @@ def dimension_label(shared: Mapping[str, Any]) -> str:
         for d in DIMENSIONS if d in shared)
 
 
-def _shared(cases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def shared_dimensions(cases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Each dimension every one of the cases has the same value of, that value."""
     first = cases[0]
     return {d: first.get(d) for d in DIMENSIONS
             if first.get(d) is not None and all(c.get(d) == first.get(d) for c in cases)}
@@ -70,7 +71,7 @@ def _matching(population: Sequence[Mapping[str, Any]], shared: Mapping[str, Any]
 
 def _group(status: str, members: Sequence[Flagged],
            population: Sequence[Mapping[str, Any]] | None) -> Group:
-    shared = _shared([m.case for m in members])
+    shared = shared_dimensions([m.case for m in members])
     changes = [m.change_percent for m in members]
     return Group(status, shared, [str(m.case["id"]) for m in members], min(changes),
                  max(changes), _matching(population, shared) if population else None)

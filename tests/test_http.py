@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from api_helpers import REPORTS, error_detail, small_report
 from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
 
 from app.main import create_app
+from app.repository import alerts as alerts_repo
 
 Auth = Callable[[str], dict[str, str]]
 Body = dict[str, Any]
@@ -144,13 +146,27 @@ def test_405_names_every_method_and_options_answers(client: TestClient, report_i
     assert response.headers["allow"] == "GET, HEAD, OPTIONS"
 
 
+def _an_alert(session: Session, report_id: int, case_id: str) -> int:
+    """An alert on the report, stored as ingest stores one (a step takes a series of
+    reports to show: tests/test_alerts.py opens real ones)."""
+    alert_id = alerts_repo.insert_alert(session, alerts_repo.NewAlert(
+        report_id=report_id, gpu="g", series="s", metric="layerMS", direction="regression",
+        phase=None, change_min_percent=5.0, change_max_percent=5.0, phase_min_percent=None,
+        phase_max_percent=None, gpu_state_changes=[], provenance_changes=[],
+        last_good_report_id=None, first_bad_report_id=report_id, why="why",
+        cases=[alerts_repo.AlertCase(case_id, 5.0, None)]))
+    session.commit()
+    return alert_id
+
+
 def test_head_for_every_get(
-    client: TestClient, report_id: int, reference: Body
+    client: TestClient, report_id: int, reference: Body, session: Session
 ) -> None:
     case = reference["cases"][0]
     values = {"report_id": str(report_id), "case_id": case["id"], "caseId": case["id"],
               "gpu": reference["meta"]["gpu"], "base": str(report_id), "head": str(report_id),
-              "reports": str(report_id)}
+              "reports": str(report_id),
+              "alert_id": str(_an_alert(session, report_id, case["id"]))}
     spec = client.get("/openapi.json").json()
     urls = []
     for path, operations in spec["paths"].items():

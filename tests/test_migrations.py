@@ -24,7 +24,8 @@ from db.migrate import downgrade, head_revision, upgrade
 from ingest.provenance import provenance_key
 from ingest.series import series_context
 
-TABLES = {"reports", "cases", "caveats", "api_tokens", "report_marks"}
+TABLES = {"reports", "cases", "caveats", "api_tokens", "report_marks", "alerts", "alert_cases",
+          "alert_events", "webhook_deliveries"}
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -33,6 +33,9 @@ OPERATIONS = {
     ("delete", "/api/v1/reports/{report_id}/marks/{kind}"): "delete_mark",
     ("get", "/api/v1/platforms"): "get_platforms",
     ("get", "/api/v1/platforms/export.html"): "export_platforms",
+    ("get", "/api/v1/alerts"): "list_alerts",
+    ("get", "/api/v1/alerts/{alert_id}"): "get_alert",
+    ("patch", "/api/v1/alerts/{alert_id}"): "triage_alert",
     ("get", "/healthz"): "healthz",
     ("get", "/readyz"): "readyz",
 }
@@ -78,9 +81,10 @@ def test_every_error_status_has_the_error_body(open_spec: dict[str, Any]) -> Non
     assert declared["delete_report"] == {"401", "403", "404", "422", "503"}
     for read in ("get_report", "list_cases", "get_case", "get_report_json",
                  "list_regressions", "export_report", "get_history", "get_matrix",
-                 "list_marks"):
+                 "list_marks", "get_alert"):
         assert declared[read] == {"404", "422", "503"}, read
-    assert declared["list_reports"] == {"422", "503"}
+    assert declared["list_reports"] == declared["list_alerts"] == {"422", "503"}
+    assert declared["triage_alert"] == {"401", "403", "404", "422", "503"}
     assert declared["readyz"] == {"503"} and declared["healthz"] == set()
     ops = operations(open_spec)
     for path in ("/api/v1/reports/{report_id}", "/api/v1/reports/{report_id}/cases",
@@ -104,7 +108,7 @@ def test_security_as_enforced(open_spec: dict[str, Any],
                               monkeypatch: pytest.MonkeyPatch) -> None:
     bearer = [{"HTTPBearer": []}]
     opened = _security(open_spec)
-    for name in ("post_report", "append_cases", "delete_report"):
+    for name in ("post_report", "append_cases", "delete_report", "triage_alert"):
         assert opened[name] == bearer
     reads = [n for (method, path), n in OPERATIONS.items()
              if method == "get" and path.startswith("/api/")]

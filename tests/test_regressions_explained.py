@@ -54,6 +54,13 @@ def test_the_endpoint_attributes_each_case_against_its_baseline_phases(
     assert body["previousReportId"] == ids[-2]
 
 
+def _combine_percent(bodies: list[Body], case_id: str) -> float:
+    earlier = [next(c for c in b["cases"] if c["id"] == case_id)["phaseMS"]["combine"]
+               for b in bodies[:-1]]
+    newest = next(c for c in bodies[-1]["cases"] if c["id"] == case_id)["phaseMS"]["combine"]
+    return (newest - statistics.median(earlier)) / statistics.median(earlier) * 100
+
+
 def test_markdown_summary_and_fail_on(
     session: Session, reference: Body, database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -67,6 +74,10 @@ def test_markdown_summary_and_fail_on(
     assert "**9 regression(s), 0 improvement(s)** of 63 cases" in out
     group_rows = [line for line in out.splitlines() if line.startswith("| regression | 9 ")]
     assert len(group_rows) == 1 and "9 inference nvfp4 mega cases |" in group_rows[0]
+    # The group names its phase: each case's combine against its earlier reports' median.
+    combine = [_combine_percent(bodies, case_id) for case_id in slowed]
+    assert group_rows[0].endswith(
+        f"| all in combine ({min(combine):+.0f} % to {max(combine):+.0f} %) |")
     case_rows = [line for line in out.splitlines() if line.startswith("| regression | [")]
     assert len(case_rows) == 9
     assert all("| combine +" in row for row in case_rows)

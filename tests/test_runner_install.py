@@ -59,7 +59,7 @@ CLIENT_MODULES = ("cli.main", "cli.parser", "cli.errors", "cli.service_client", 
                   "cli.regressions_markdown", "cli.runner")
 SERVER_COMMAND_MODULES = ("cli.serve", "cli.migrations", "cli.tokens", "cli.database",
                           "cli.ingest_database", "cli.export_database",
-                          "cli.regressions_database", "cli.platforms")
+                          "cli.regressions_database", "cli.platforms", "cli.alerts")
 
 
 def test_the_clients_modules_import_without_the_server_and_the_others_need_it() -> None:

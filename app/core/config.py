@@ -21,6 +21,17 @@ class Settings(BaseSettings):
     # empty: CORS off, as a same-origin dashboard needs.
     cors_origins: str = ""
     gzip_min_bytes: int = 1024
+    # Where an opened alert is POSTed (comma-separated); with a secret, each body is signed
+    # (HMAC-SHA256, hex, in X-Moescope-Signature). Attempts per URL, the first wait between
+    # them (doubled each time) and each attempt's timeout.
+    webhook_urls: str = ""
+    webhook_secret: str = ""
+    webhook_attempts: int = 4
+    webhook_backoff_s: float = 0.5
+    webhook_timeout_s: float = 5.0
+
+    def webhook_url_list(self) -> list[str]:
+        return [u.strip() for u in self.webhook_urls.split(",") if u.strip()]
 
     def cors_origin_list(self) -> list[str]:
         return [o.strip() for o in self.cors_origins.split(",") if o.strip()]

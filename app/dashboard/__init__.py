@@ -59,6 +59,7 @@ def mount_dashboard(server: FastAPI) -> Dash:
                 dcc.Link("Reports", href="/"),
                 dcc.Link("Compare", href="/compare"),
                 dcc.Link("Platforms", href="/platforms"),
+                dcc.Link("Alerts", href="/alerts"),
                 html.A("API", href="/docs"),
             ]),
         ], className="topbar"),

@@ -37,3 +37,7 @@ def compare_export_href(base: int, head: int) -> str:
 
 def compare_href(base: int, head: int) -> str:
     return f"/compare?base={int(base)}&head={int(head)}"
+
+
+def alert_href(alert_id: int) -> str:
+    return f"/alerts?id={int(alert_id)}"

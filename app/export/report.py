@@ -71,6 +71,7 @@ def report_html(page: ReportPage, footer: Footer) -> str:
         "report.html.j2", charts,
         title=f"moescope report {header.id}: {header.gpu} {header.date}",
         header=header, view=view, filters=filters_text(view.filters), host=page.host,
+        alerts=[a.opened.why for a in page.alerts],
         no_host=NO_HOST, previous=page.previous,
         notes=page.notes, caveats=view.caveats,
         summary=page.summary, panels=view.panels, chart_id=chart_id,

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from app.figures import compare_charts
 from app.figures.style import Spec
 from app.services import compare_text
+from app.services.alerts import Alert, alerts_of
 from app.services.compare_text import CaseCells
 from app.services.comparison import Comparison, compare_reports, ratio_points
 from app.services.report_view import ReportCache, ReportHeader
@@ -28,6 +29,7 @@ class ComparePage:
     provenance: tuple[list[str], ...]  # (meta field, base, head) that differ
     geomeans: tuple[list[str], ...]
     cases: tuple[CaseCells, ...]  # regressions first
+    alerts: tuple[Alert, ...]  # the head report's
 
 
 def compare_page(reports: ReportCache, session: Session, base_id: int, head_id: int
@@ -43,4 +45,5 @@ def compare_page(reports: ReportCache, session: Session, base_id: int, head_id: 
         groups=tuple(compare_text.group_lines(result)),
         provenance=tuple(compare_text.provenance_rows(result)),
         geomeans=tuple(compare_text.geomean_rows(result)),
-        cases=tuple(compare_text.case_cells(row) for row in result.rows))
+        cases=tuple(compare_text.case_cells(row) for row in result.rows),
+        alerts=tuple(alerts_of(session, report_ids=[head_id])))

@@ -60,6 +60,12 @@ def _attribute(session: Session, report_id: int, case_ids: Sequence[str], window
             for case_id in case_ids if case_id in newest}
 
 
+def attribute_cases(session: Session, report_id: int, case_ids: Sequence[str],
+                    window: int) -> dict[str, Attribution]:
+    """Why each of these cases of the report moved against its baseline (an alert's)."""
+    return _attribute(session, report_id, case_ids, window)
+
+
 def attributions(session: Session, result: ReportVerdicts) -> dict[str, Attribution]:
     """Why each flagged case of the report moved, against its baseline."""
     return _attribute(session, result.report_id, [item.case_id for item in result.flagged],

@@ -15,6 +15,7 @@ from app.core.errors import NotFound
 from app.figures.style import Spec
 from app.repository import history as history_repo
 from app.services import auth, explain
+from app.services.alerts import Alert, alerts_of, false_alarms
 from app.services.history import (
     METRICS,
     case_history,
@@ -23,6 +24,7 @@ from app.services.history import (
     mark_dict,
     point_dict,
 )
+from ingest.detector_limits import limits_text, series_limits
 from ingest.regressions import Settings
 
 # Entries the page draws per case (half points, half buckets past it): a chart 1,000 px
@@ -210,6 +212,8 @@ class HistoryPage:
     shape: str
     shown: str  # how many points are drawn in full, how many in buckets
     rows: tuple[list[Any], ...]  # the points' table, newest first
+    alerts: tuple[Alert, ...]  # the case's, newest first
+    limits: str  # the change-point detector's limits on this series, in words
 
 
 def history_page(session: Session, case_ids: Sequence[str], gpu: str, series: str | None,
@@ -230,4 +234,8 @@ def history_page(session: Session, case_ids: Sequence[str], gpu: str, series: st
         view=view, admin=auth.admin_name(session, token),
         verdict=verdict_line(view.latest, s) if view.latest else "", judged=judged,
         shape=", ".join(f"{k}={v}" for k, v in view.fields.items() if k != "gpu"),
-        shown=shown, rows=tuple(history_rows(view.points)))
+        shown=shown, rows=tuple(history_rows(view.points)),
+        alerts=tuple(alerts_of(session, case_id=view.case_id)),
+        limits=limits_text(series_limits(
+            [float(p["layerMS"]) for p in view.points if p["layerMS"] is not None],
+            false_alarms(session, view.series, view.case_id))))

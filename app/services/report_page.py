@@ -21,6 +21,7 @@ from app.services.against_history import (
     against_history,
     report_marks,
 )
+from app.services.alerts import Alert, alerts_of
 from app.services.comparison import previous_report
 from app.services.filter_choices import FilterOption
 from app.services.host_facts import host_facts
@@ -48,6 +49,7 @@ class ReportPage:
     host: tuple[tuple[str, str], ...]  # meta.host as (label, value)
     previous: int | None  # the report before it in its series
     other_gpus: tuple[tuple[str, int], ...]  # (GPU, newest report of it): "compare with…"
+    alerts: tuple[Alert, ...]  # opened by this report or first bad at it, newest first
     options: Mapping[str, list[FilterOption]]  # each filter's options with their counts
     hint: str  # '' unless no case passes the filters: then which filter to relax
     problems: tuple[str, ...]  # values of the URL that filter nothing, named
@@ -109,6 +111,7 @@ def report_page(reports: ReportCache, session: Session, report_id: int,
         view=view, marks=marks, history=against_history(marks, view.cases, view.views),
         host=host_facts(view.meta), previous=previous_report(session, report_id),
         other_gpus=tuple(other_gpus(session, report_id)),
+        alerts=tuple(alerts_of(session, report_ids=[report_id])),
         options=filter_choices.all_options(data.facets, counts, chosen),
         hint=filter_choices.empty_hint(counts, chosen) if data.cases else "",
         problems=(*problems, *([metric_problem] if metric_problem else [])),

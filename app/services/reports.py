@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from app import case_fields, report_body
 from app.core.errors import Conflict
 from app.repository import reports as reports_repo
+from app.services import alerts
 from ingest.derived import Caveat, caveats, derive
 from ingest.provenance import provenance_key
 from ingest.schema import Case, Meta, Report
@@ -100,6 +101,8 @@ def ingest_report(session: Session, raw: dict[str, Any], report: Report) -> Inge
     if new_id is not None:
         _insert_cases(session, new_id, report.meta, report.cases, hashes, start=0)
         count = reports_repo.refresh_summary(session, new_id)
+        if count:
+            alerts.open_alerts(session, new_id)
         return IngestResult(new_id, count, created=True, cases_added=count)
 
     existing = reports_repo.find_repeat(session, sha, report.meta.runId)
@@ -150,6 +153,8 @@ def append_cases(
         reports_repo.set_report_body(session, report_id, report_body.encode_document(grown),
                                      canonical_sha256(grown))
     count = reports_repo.refresh_summary(session, report_id)
+    if new:
+        alerts.open_alerts(session, report_id)
     return AppendResult(added=len(new), unchanged=len(cases) - len(new), case_count=count)
 
 

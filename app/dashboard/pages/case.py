@@ -13,8 +13,9 @@ from app import figures
 from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.dashboard import links
+from app.dashboard.alert_links import alert_links
 from app.dashboard.components import GRAPH_CONFIG, not_found, parse_report_id
-from app.services import case_text
+from app.services import alerts, case_text
 from app.services import cases as case_service
 from app.services.explain import CaseAgainstHistory, case_against_history
 from ingest.bounds import Bound, bound_sentence
@@ -42,6 +43,7 @@ def layout(report_id: str | None = None, case_id: str | None = None, **_: Any) -
             case = case_service.get_case(session, rid, cid)
             history = case_against_history(session, rid, case)
             roofs = case_service.roof_distances_text(session, rid, case)
+            case_alerts = alerts.alerts_of(session, report_ids=[rid], case_id=cid)
         except NotFound as exc:
             return not_found(exc.detail)
     graphs = [html.Div(dcc.Graph(id=f"case-graph-{key}", figure=fig, config=GRAPH_CONFIG),
@@ -52,6 +54,7 @@ def layout(report_id: str | None = None, case_id: str | None = None, **_: Any) -
         html.H1(case["id"], id="case-id"),
         html.H2("Against history"),
         verdict_block(history),
+        alert_links(case_alerts, "case-alerts"),
         html.P(bound_sentence(Bound(case.get("limiter"), case.get("computeUtilPercent"),
                                     case.get("hbmUtilPercent"), case.get("nvlinkUtilPercent"),
                                     case.get("hotRankFactor"))), id="case-bound"),

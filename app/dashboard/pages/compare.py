@@ -11,6 +11,7 @@ from dash import Input, Output, callback, clientside_callback, dcc, html
 from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.dashboard import links, report_cache
+from app.dashboard.alert_links import alert_links
 from app.dashboard.components import GRAPH_CONFIG, line_breaks, parse_report_id, table
 from app.services import compare_text, comparison, report_list
 from app.services.compare_page import compare_page
@@ -53,6 +54,7 @@ def comparison_view(base: int | None, head: int | None, why: str | None = None) 
         html.H2("Verdict"),
         html.P(page.series_line, className="muted", id="compare-series"),
         html.P(page.summary, id="compare-summary"),
+        alert_links(page.alerts, "compare-alerts"),
         html.Ul([html.Li(g) for g in groups], id="compare-groups") if groups else
         html.P("No case moved past its threshold and noise.", className="muted",
                id="compare-groups"),

@@ -17,6 +17,7 @@ from dash.exceptions import PreventUpdate
 from app.core.db import session_scope, transaction
 from app.core.errors import Forbidden, NotFound, Unauthorized
 from app.dashboard import links
+from app.dashboard.alert_links import alert_links
 from app.dashboard.components import GRAPH_CONFIG, not_found, table
 from app.dashboard.signed_in import signed_in_token
 from app.services import history_view, marks
@@ -119,6 +120,8 @@ def _body(args: dict[str, Any], token: str | None, message: str | None = None) -
         *([html.Div(f"why: {latest['why']}", id="history-why")]
           if latest and latest.get("why") else []),
         html.P(page.judged, className="muted"),
+        html.P(page.limits, className="muted", id="history-limits"),
+        alert_links(page.alerts, "history-alerts"),
         _choices("metric", view.metric_links),
         _choices("range", view.range_links),
         *([html.Div([dcc.Link(text, href=href) for text, href in view.overlay_links],

@@ -33,6 +33,7 @@ from app.dashboard import (
     shown,
     summary_table,
 )
+from app.dashboard.alert_links import alert_links
 from app.dashboard.case_grid import TABLE_HEIGHT, case_grid
 from app.dashboard.chart_rows import absent_lines, chart_notes, chart_rows, drawn_text
 from app.dashboard.components import (
@@ -77,6 +78,7 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         header(view.header, parts["report-export-link.href"]),
         provenance_line(page.host, rid, page.previous),
         cross_links.compare_with(rid, list(page.other_gpus)),
+        alert_links(page.alerts, "report-alerts"),
         html.Div([html.P(p) for p in page.problems], id="report-url-problems",
                  className="url-problems", hidden=not page.problems),
         filter_controls(page.options, view.filters),
