@@ -26,7 +26,7 @@ from app.case_fields import CaseFilter
 from app.export.service import export_report
 from app.repository import alerts as alerts_repo
 from app.repository import reports as reports_repo
-from app.services import alerts
+from app.services import alerts, history_view
 from cli.main import main
 
 Body = dict[str, Any]
@@ -81,9 +81,9 @@ def test_a_combine_step_on_nine_cases_opens_one_alert_that_says_why(
     # The report's export tells the alert's why and the host it ran on.
     exported = export_report(session, a.report_id, CaseFilter()).html
     assert f"<li>{a.why}</li>" in exported
-    host = exported.split('id="export-host"')[1].split("</table>")[0]
-    assert "<th>driver</th>" in host and f"<td>{NEW_DRIVER}</td>" in host
-    assert "<th>host</th>" in host and "<td>gb300-a</td>" in host
+    host = exported.split('id="export-host"')[1].split("</div>")[0]
+    assert f"<span>driver <b>{NEW_DRIVER}</b></span>" in host
+    assert "<span>host <b>gb300-a</b></span>" in host
 
 
 def test_two_small_steps_a_week_apart_are_both_told(session: Session, reference: Body) -> None:
@@ -192,3 +192,30 @@ def test_a_failure_opening_alerts_leaves_the_report_whole(
     assert [reports_repo.case_count(session, i) for i in ids] == [63, 63]
     assert _all_alerts(session) == []
     assert "alerts for report" in caplog.text and "no_such_table" in caplog.text
+
+
+def test_history_says_the_detectors_limits_with_the_invalid_alerts(
+    session: Session, reference: Body
+) -> None:
+    # Two +4 % steps: two alerts; one triaged invalid is the series' one false alarm.
+    case_id = reference["cases"][0]["id"]
+    bodies = quiet_series(reference, 40, case_id, spread=1.0)
+    scale_from(bodies, case_id, 20, 1.04)
+    scale_from(bodies, case_id, 27, 1.04)
+    for body in bodies:
+        ingest(session, body)
+    first = min(a.id for a in _all_alerts(session)
+                if case_id in {c.case_id for c in a.opened.cases})
+    session.execute(text("UPDATE alerts SET state = 'invalid' WHERE id = :i"), {"i": first})
+    page = history_view.history_page(session, [case_id], bodies[0]["meta"]["gpu"], None)
+    # Noise by hand: 1.4826 x the MAD of successive differences / sqrt(2), % of the median.
+    values = [p["layerMS"] for p in page.view.points]
+    steps = [b - a for a, b in zip(values, values[1:], strict=False)]
+    middle = statistics.median(steps)
+    noise = 1.4826 * statistics.median(abs(d - middle) for d in steps) / 2 ** 0.5 / (
+        statistics.median(values)) * 100
+    assert page.limits.startswith(f"change points: noise {noise:.2g} %, smallest step caught ")
+    assert page.limits.endswith(
+        f"false alarms {1 / len(values) * 1000:.2g} per 1,000 points (alerts triaged invalid)")
+    # The alert says the same of its case's series.
+    assert alerts.inbox(session, None, alert_id=first).limits == {case_id: page.limits}

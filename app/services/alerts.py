@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -22,9 +22,11 @@ from app.services import webhooks
 from app.services.alert_detect import Moved, moved_cases
 from app.services.auth import admin_name, authorise
 from app.services.explain import attribute_cases
+from app.services.history import case_history
 from app.services.marks import reason_problem
 from ingest import provenance
 from ingest.attribution import Attribution
+from ingest.detector_limits import limits_text, series_limits
 from ingest.grouping import dimension_label, shared_dimensions
 from ingest.regressions import METRIC
 from ingest.why import Change, ReportRef, why_sentence
@@ -207,6 +209,8 @@ class Inbox:
     alerts: list[Alert]  # newest first; one, with its log and deliveries, when asked by id
     total: int
     admin: str | None  # the signed-in admin's token name: they may triage
+    # One alert alone: each moved case's detector limits on its series, in words.
+    limits: Mapping[str, str] = field(default_factory=dict)
 
 
 INBOX_SIZE = 100
@@ -217,9 +221,23 @@ def inbox(session: Session, token: str | None, state: str | None = None,
     """What the alerts page draws: the alerts in ``state`` (any: None), or one alert."""
     admin = admin_name(session, token)
     if alert_id is not None:
-        return Inbox([alerts_repo.get_alert(session, alert_id)], 1, admin)
+        alert = alerts_repo.get_alert(session, alert_id)
+        return Inbox([alert], 1, admin, case_limits(session, alert))
     found, total = alerts_repo.list_alerts(session, state=state, limit=INBOX_SIZE)
     return Inbox(found, total, admin)
+
+
+def case_limits(session: Session, alert: Alert) -> dict[str, str]:
+    """Each case the alert moved: what the detector can see on its series (its noise, the
+    smallest step it catches, its false alarms), as the case's history says it."""
+    a = alert.opened
+    out = {}
+    for case in a.cases:
+        points = case_history(session, case.case_id, a.gpu, a.series).points
+        values = [p.point.layer_ms for p in points if p.point.layer_ms is not None]
+        out[case.case_id] = limits_text(series_limits(
+            values, false_alarms(session, a.series, case.case_id)))
+    return out
 
 
 def false_alarms(session: Session, series: str, case_id: str | None = None) -> int:

@@ -5,6 +5,7 @@ fixed), with a reason; the log of who did what is shown on the alert."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -57,12 +58,14 @@ def _triage(alert: Alert) -> html.Div:
        style={"display": "flex", "gap": "0.5rem", "flexWrap": "wrap"})
 
 
-def _detail(alert: Alert) -> list[Any]:
-    """One alert's cases and its log, when it is shown alone."""
+def _detail(alert: Alert, limits: Mapping[str, str]) -> list[Any]:
+    """One alert's cases (each with what the detector sees on its series) and its log,
+    when it is shown alone."""
     a = alert.opened
     cases = [[dcc.Link(c.case_id, href=history_path(c.case_id, a.gpu, a.series)),
               f"{c.change_percent:+.1f} %",
-              "" if c.phase_change_percent is None else f"{c.phase_change_percent:+.0f} %"]
+              "" if c.phase_change_percent is None else f"{c.phase_change_percent:+.0f} %",
+              limits.get(c.case_id, "")]
              for c in a.cases]
     events = [[f"{e.created_at:%Y-%m-%d %H:%M} UTC", e.created_by,
                f"{e.from_state} → {e.to_state}", e.reason] for e in alert.events]
@@ -71,7 +74,8 @@ def _detail(alert: Alert) -> list[Any]:
                   for d in alert.deliveries]
     return [
         html.H3("Cases (each to its history)"),
-        table(["case", "layer time", a.phase or "phase"], cases, id="alert-cases"),
+        table(["case", "layer time", a.phase or "phase", "detector's limits"], cases,
+              id="alert-cases"),
         *([html.H3("Triage log"), table(["when", "who", "state", "reason"], events,
                                         id="alert-events")] if events else []),
         *([html.H3("Webhook deliveries"), table(["when", "URL", "attempt", "answer"],
@@ -80,7 +84,8 @@ def _detail(alert: Alert) -> list[Any]:
     ]
 
 
-def _alert(alert: Alert, admin: str | None, alone: bool) -> html.Article:
+def _alert(alert: Alert, admin: str | None, alone: bool,
+           limits: Mapping[str, str]) -> html.Article:
     a = alert.opened
     return html.Article([
         html.H2([dcc.Link(f"#{alert.id}", href=links.alert_href(alert.id)),
@@ -91,7 +96,7 @@ def _alert(alert: Alert, admin: str | None, alone: bool) -> html.Article:
         html.Div([f"{a.gpu} · opened {alert.created_at:%Y-%m-%d %H:%M} UTC by report "
                   f"#{a.report_id} · ", *_report_links(alert)], className="links muted"),
         *([_triage(alert)] if admin else []),
-        *(_detail(alert) if alone else []),
+        *(_detail(alert, limits) if alone else []),
     ], className="alert", id=f"alert-{alert.id}")
 
 
@@ -115,7 +120,7 @@ def _body(args: dict[str, Any], token: str | None, message: str | None = None) -
         _state_links(args.get("state")),
         html.Div(help_line, className="muted", id="alerts-message"),
         html.P(f"{shown} alert(s), newest first" if not alone else "", id="alerts-count"),
-        *[_alert(alert, found.admin, alone) for alert in found.alerts],
+        *[_alert(alert, found.admin, alone, found.limits) for alert in found.alerts],
     ]
 
 
