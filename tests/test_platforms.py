@@ -191,6 +191,14 @@ def test_the_api_serves_json_and_csv_and_rejects_bad_picks(
                 row["configuration"]["category"], row["configuration"]["F"],
                 row["configuration"]["imbalance"], row["precision"], row["pipeline"]))
             assert math.isclose(ratio, _factor(case), rel_tol=1e-6)
+    # The winner matrix: a row per configuration, a cell per (platform, variant).
+    winners = body["winners"]
+    variants = {(c["precision"], c["pipeline"]) for c in reference["cases"]}
+    assert len(winners["rows"]) == len({_config(c) for c in reference["cases"]})
+    assert len(winners["columns"]) == 2 * len(variants) == 2 * len(winners["variants"])
+    assert {(c["precision"], c["pipeline"]) for c in winners["columns"]} == variants
+    assert all(len(r["cells"]) == len(winners["columns"]) and sum(
+        c["best"] for c in r["cells"]) == 1 for r in winners["rows"])
     text = client.get(f"/api/v1/platforms?reports={ids[0]},{ids[1]}&format=csv").text
     assert len(list(csv.DictReader(io.StringIO(text)))) == 2 * len(reference["cases"])
     assert client.get("/api/v1/platforms?reports=1,x").status_code == 422
