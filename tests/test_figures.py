@@ -613,3 +613,29 @@ def test_scatter_points_carry_the_number_of_their_case_in_view(
     assert keys["roofline"] == keys["scaling"] == tuple(
         (i + 1, c["id"]) for i, c in enumerate(cases))
     assert keys["throughput"] == ()
+
+
+def test_every_precision_and_pipeline_has_a_valid_distinct_marker_open_or_filled() -> None:
+    from app.figures.style import marker
+
+    precisions = ("bf16", "mxfp8", "nvfp4", "fp8", "int4-made-up")
+    pipelines = ("standard", "staged", "mega", "pipeline-made-up")
+    for precision in precisions:
+        for open_ in (False, True):
+            symbols = {}
+            for pipeline in pipelines:
+                style = marker((precision, pipeline), open_=open_)
+                # plotly raises on a symbol name it does not know.
+                built = go.Scatter(x=[1], y=[1], mode="markers", marker=style)
+                assert built.marker.symbol == style["symbol"]
+                assert style["symbol"].endswith(("-open", "-open-dot")) == open_
+                symbols[pipeline] = style["symbol"]
+            known = [symbols[p] for p in pipelines[:3]]
+            assert len(set(known)) == 3, (precision, open_, symbols)
+            assert symbols["pipeline-made-up"] not in known
+    # No known precision's symbol is another's: a pipeline's mark never turns one shape
+    # into another precision's.
+    every = [{marker((p, q))["symbol"] for q in pipelines} for p in precisions[:4]]
+    assert all(not a & b for i, a in enumerate(every) for b in every[i + 1:])
+    with pytest.raises(ValueError):  # the check above can fail: plotly refuses a bad name
+        go.Scatter(marker={"symbol": "circle-dot-open"})

@@ -191,6 +191,14 @@ def test_the_api_serves_json_and_csv_and_rejects_bad_picks(
                 row["configuration"]["category"], row["configuration"]["F"],
                 row["configuration"]["imbalance"], row["precision"], row["pipeline"]))
             assert math.isclose(ratio, _factor(case), rel_tol=1e-6)
+    # The winner matrix: a row per configuration, a cell per (platform, variant).
+    winners = body["winners"]
+    variants = {(c["precision"], c["pipeline"]) for c in reference["cases"]}
+    assert len(winners["rows"]) == len({_config(c) for c in reference["cases"]})
+    assert len(winners["columns"]) == 2 * len(variants) == 2 * len(winners["variants"])
+    assert {(c["precision"], c["pipeline"]) for c in winners["columns"]} == variants
+    assert all(len(r["cells"]) == len(winners["columns"]) and sum(
+        c["best"] for c in r["cells"]) == 1 for r in winners["rows"])
     text = client.get(f"/api/v1/platforms?reports={ids[0]},{ids[1]}&format=csv").text
     assert len(list(csv.DictReader(io.StringIO(text)))) == 2 * len(reference["cases"])
     assert client.get("/api/v1/platforms?reports=1,x").status_code == 422
@@ -413,7 +421,139 @@ def test_the_export_is_one_offline_file_of_the_same_model(
     groups = {(r["configuration"]["mode"], r["configuration"]["category"])
               for r in model["rows"]}
     assert len(charts) == len(groups) + 1  # a bar chart per (mode, category), one scatter
-    assert html.count('class="not-run"') == 1
+    winners, detail = html.split('id="export-platforms-winners"')[1].split(
+        'id="export-platforms-detail"')
+    assert detail.count('class="not-run"') == 1
+    # Under each platform every variant of the reports, for every configuration: a cell
+    # for each, "not run" where that platform has no such case (the H200 lacks one).
+    configs = {_config(c) for c in reference["cases"]}
+    variants = {(c["precision"], c["pipeline"]) for c in reference["cases"]}
+    n = len(reference["cases"])
+    cells = [(c, t) for c, t in re.findall(r'<td class="([a-z -]*)">([^<]*)', winners)
+             if c != "case-id"]
+    assert len(cells) == 2 * len(configs) * len(variants)
+    assert [t for c, t in cells if "not-run" in c.split()] == \
+        ["not run"] * (2 * len(configs) * len(variants) - (2 * n - 1))
+    assert 'colspan="4" class="platform-head">H200 #' in winners
     assert not re.search(r'<(script|link|img)[^>]* (src|href)=', html)  # nothing loaded
     assert client.get(f"/api/v1/platforms/export.html?reports={ids[0]}&baseline={ids[1]}"
                       ).status_code == 422
+
+
+def _config(case: dict[str, Any]) -> tuple[Any, ...]:
+    return (case["mode"], case["ep"], case["category"], case["F"], float(case["imbalance"]))
+
+
+def _tied_inputs() -> tuple[PlatformInput, PlatformInput]:
+    """_inputs, the H200's cases given a 3 % window spread, and one configuration's
+    fastest H200 case set 1.5 % under the GB300's fastest there: a tie within noise."""
+    from ingest.ties import NEVER_BEST
+
+    a, b, _, _ = _inputs()
+    cases = [dict(c, windowSpreadPercent=3.0) for c in b.cases]
+    target = _config(cases[1])
+    top = max(float(c["usefulTFPerGPU"]) for c in a.cases if _config(c) == target
+              and not NEVER_BEST & {k["code"] for k in c.get("caveats", [])})
+    fastest = max((c for c in cases if _config(c) == target),
+                  key=lambda c: float(c["usefulTFPerGPU"]))
+    fastest["usefulTFPerGPU"] = top * 0.985
+    return a, PlatformInput(b.platform, cases)
+
+
+def _expected_winners(inputs: list[PlatformInput]) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """Per configuration, computed from the cases alone: each (platform, variant)'s useful
+    TF/GPU (None: not run), the fastest eligible cell and those within the larger noise."""
+    from ingest.ties import NEVER_BEST
+
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for i, given in enumerate(inputs):
+        for case in given.cases:
+            slot = out.setdefault(_config(case), {"tf": {}, "noise": {}, "eligible": set()})
+            cell = (i, case["precision"], case["pipeline"])
+            slot["tf"][cell] = case.get("usefulTFPerGPU")
+            slot["noise"][cell] = case.get("windowSpreadPercent") or 0.0
+            if case.get("usefulTFPerGPU") is not None and not NEVER_BEST & {
+                    k["code"] for k in case.get("caveats", [])}:
+                slot["eligible"].add(cell)
+    for slot in out.values():
+        eligible = sorted(slot["eligible"], key=lambda c: -slot["tf"][c])
+        slot["best"], slot["ties"] = None, set()
+        if len(eligible) >= 2:
+            best = eligible[0]
+            top = slot["tf"][best]
+            slot["best"] = best
+            slot["ties"] = {c for c in eligible if abs(top - slot["tf"][c]) / top
+                            <= max(slot["noise"][c], slot["noise"][best]) / 100}
+    return out
+
+
+def test_winner_matrix_a_row_per_configuration_variants_under_each_platform() -> None:
+    a, b = _tied_inputs()
+    page = build_platforms([a, b], baseline=0)
+    matrix = page.winners
+    variants = {(c["precision"], c["pipeline"]) for c in a.cases}
+    # Platform by platform, each with one column per variant any picked report ran.
+    assert [c.platform for c in matrix.columns] == [0] * len(variants) + [1] * len(variants)
+    assert {(c.precision, c.pipeline) for c in matrix.columns[:len(variants)]} == variants
+    assert [(c.precision, c.pipeline) for c in matrix.columns[:len(variants)]] == \
+        [(c.precision, c.pipeline) for c in matrix.columns[len(variants):]]
+    expected = _expected_winners([a, b])
+    assert len(matrix.rows) == len(expected) == 18
+    ties = clear = not_run = 0
+    for row in matrix.rows:
+        c = row.configuration
+        want = expected[(c.mode, c.ep, c.category, c.F, c.imbalance)]
+        for column, cell in zip(matrix.columns, row.cells, strict=True):
+            key = (column.platform, column.precision, column.pipeline)
+            if key not in want["tf"]:
+                assert cell.useful_tf is None and cell.reason == "not run"
+                not_run += 1
+                continue
+            assert cell.useful_tf == want["tf"][key]
+            assert cell.best == (key == want["best"])
+            assert cell.tied == (len(want["ties"]) > 1 and key in want["ties"]), (row, key)
+        ties += len(want["ties"]) > 1
+        clear += want["best"] is not None and len(want["ties"]) == 1
+    # The dropped case, and nvfp4 · mega, run for half the configurations, on both.
+    assert not_run == 1 + 2 * 9
+    assert ties >= 1 and clear >= 1
+
+
+def test_winner_matrix_in_markdown_csv_and_page_texts() -> None:
+    import csv
+    import io
+
+    from app.services import platforms_text as texts
+
+    a, b = _tied_inputs()
+    page = build_platforms([a, b])
+    matrix = page.winners
+    text = texts.platforms_markdown(page)
+    head = next(line for line in text.splitlines() if line.startswith("| configuration |"))
+    assert head.count("|") == len(matrix.columns) + 2
+    assert "| GB300 NVL72 #1 bf16 · standard |" in head and "H200 #9 nvfp4 · mega |" in head
+    above = text.split("Geometric mean")[0].splitlines()
+    table = [line for line in above if line.startswith(("| inference ", "| training "))]
+    assert len(table) == len(matrix.rows)
+    assert sum(line.count("**") // 2 for line in table) == sum(
+        c.best and not c.tied for r in matrix.rows for c in r.cells)
+    assert sum(line.count("≈") for line in table) == sum(
+        c.tied for r in matrix.rows for c in r.cells)
+    # The CSV's lines carry the configuration's marks, the same as the matrix's cells.
+    won = {(r.configuration.mode, r.configuration.ep, r.configuration.category,
+            r.configuration.F, r.configuration.imbalance, col.precision, col.pipeline,
+            page.platforms[col.platform].report_id): (int(cell.best), int(cell.tied))
+           for r in matrix.rows for col, cell in zip(matrix.columns, r.cells, strict=True)}
+    for line in csv.DictReader(io.StringIO(texts.platforms_csv(page))):
+        key = (line["mode"], int(line["ep"]), line["category"], int(line["F"]),
+               float(line["imbalance"]), line["precision"], line["pipeline"],
+               int(line["report_id"]))
+        assert (int(line["best_of_configuration"]),
+                int(line["tied_of_configuration"])) == won[key]
+    platforms, variants = texts.winner_head(page)
+    assert platforms == [("GB300 NVL72 #1", 4), ("H200 #9", 4)]
+    assert variants[:4] == variants[4:] and len(variants) == 8
+    cells = [cell for _, row in texts.winner_rows(page) for cell in row]
+    assert sum(t == "not run" for _, t in cells) == 1 + 2 * 9
+    assert all(cls == "tied" for cls, t in cells if t.startswith("≈ "))
+    assert all(cls == "best" for cls, t in cells if t.startswith("best "))

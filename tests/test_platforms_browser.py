@@ -56,16 +56,35 @@ def test_platforms_page_draws_labelled_charts_and_the_winner_matrix(
             "return document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"the page scrolls sideways by {overflow} px at {width}"
         browser.save_screenshot(str(SCREENSHOTS / f"platforms-{width}.png"))
+        wait_for(browser, lambda d: d.find_elements(By.ID, "platforms-matrix"),
+                 "the winner matrix")
         browser.execute_script(
             "document.getElementById('platforms-matrix').scrollIntoView()")
         browser.save_screenshot(str(SCREENSHOTS / f"platforms-{width}-matrix.png"))
-    cells = browser.find_elements(By.CSS_SELECTOR, "#platforms-matrix td.not-run")
+    cells = browser.find_elements(By.CSS_SELECTOR, "#platforms-detail td.not-run")
     assert [c.text for c in cells] == ["not run"]
+    # The winner matrix: a row per configuration; each platform heads its variants.
+    configs = {(c["mode"], c["ep"], c["category"], c["F"], c["imbalance"])
+               for c in _REFERENCE["cases"]}
+    variants = sorted({f"{c['precision']} · {c['pipeline']}" for c in _REFERENCE["cases"]})
+    heads = browser.execute_script(
+        "const rows = document.querySelectorAll('#platforms-matrix thead tr');"
+        "return [Array.from(rows[0].cells).map(c => [c.textContent, c.colSpan]),"
+        "        Array.from(rows[1].cells).map(c => c.textContent)]")
+    assert heads[0] == [["configuration", 1], [f"H200 #{h200}", len(variants)],
+                        [f"GB300 NVL72 #{gb300}", len(variants)]]
+    assert sorted(heads[1][:len(variants)]) == variants == sorted(heads[1][len(variants):])
+    rows = browser.find_elements(By.CSS_SELECTOR, "#platforms-matrix tbody tr")
+    assert len(rows) == len(configs)
+    best = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#platforms-matrix tbody tr'))"
+        ".map(r => r.querySelectorAll('td.best, td.tied').length)")
+    assert all(n >= 1 for n in best)  # every configuration has a best, or tied ones
     assert printed(browser, "platforms-print") >= 2
     # A filter narrows the page and goes into the URL.
     browser.find_element(By.CSS_SELECTOR, "#platforms-precision input[value='bf16']").click()
     wait_for(browser, lambda d: "precision=bf16" in d.current_url, "the URL to follow")
-    rows = browser.find_elements(By.CSS_SELECTOR, "#platforms-matrix tbody tr")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#platforms-detail tbody tr")
     bf16 = sum(1 for c in _REFERENCE["cases"] if c["precision"] == "bf16")
     assert len(rows) == bf16
     assert f"reports={h200},{gb300}" in browser.current_url

@@ -72,9 +72,13 @@ def style_legend(cases: Sequence[Mapping[str, Any]]) -> list[Any]:
     colours = []
     for p in precisions:
         shape = figures.precision_symbol(p)
+        # A shape without plotly's + and × marks shows its pipelines otherwise: named here.
+        other = [f"{q}: {figures.marker_symbol((p, q))}" for q in pipelines
+                 if figures.marker_symbol((p, q)) != shape + figures.pipeline_symbol(q)]
         colours.append(html.Span([
             html.Span(_GLYPHS.get(shape, "\u25a0"), className="swatch",
-                      style={"color": figures.precision_colour(p)}), p],
+                      style={"color": figures.precision_colour(p)}), p,
+            *([html.Span(f" ({', '.join(other)})", className="muted")] if other else [])],
             className="legend-item"))
     markers = []
     for p in pipelines:

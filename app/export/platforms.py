@@ -27,6 +27,9 @@ def platforms_html(page: PlatformsPage, footer: Footer) -> str:
         platform_head=texts.PLATFORM_HEAD, platforms=texts.platform_cells(page),
         geomean_head=[*texts.GEOMEAN_HEAD, *[p.name for p in page.platforms]],
         geomeans=texts.geomean_cells(page),
+        winner_head=texts.winner_head(page),
+        winners=[(label, [(cls, text.split("\n")) for cls, text in cells])
+                 for label, cells in texts.winner_rows(page)],
         matrix_head=[*texts.MATRIX_HEAD, *[p.name for p in page.platforms]],
         rows=[(texts.row_label(r), f"{r.precision} · {r.pipeline}",
                [(texts.cell_class(c), texts.cell_lines(c)) for c in r.cells])

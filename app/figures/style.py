@@ -31,10 +31,16 @@ _KNOWN_COLOURS = {"bf16": "#0072B2", "mxfp8": "#E69F00", "nvfp4": "#CC79A7", "fp
 PALETTE = ("#332288", "#44AA99", "#882255", "#999933", "#88CCEE", "#AA4499", "#DDCC77")
 # The precision's shape repeats its colour for whoever cannot tell the colours apart.
 _KNOWN_SHAPES = {"bf16": "circle", "mxfp8": "square", "nvfp4": "diamond", "fp8": "triangle-up"}
-_SHAPES = ("triangle-up", "triangle-down", "pentagon", "hexagon", "star", "hourglass")
-# The pipeline's mark inside the shape (plotly's -cross and -x symbols of circle, square
-# and diamond); another pipeline gets a dot.
+# The pipeline's mark inside the shape (plotly's -cross and -x symbols, which only circle,
+# square and diamond have); another pipeline gets a dot.
 _KNOWN_MARKS = {"standard": "", "staged": "-cross", "mega": "-x"}
+_CROSSABLE = frozenset({"circle", "square", "diamond"})
+# The other shapes have only -dot: on them staged is the dot and mega the shape's sibling
+# (its star, the hexagon's hexagram, the hourglass turned), so fp8 · staged and fp8 · mega
+# differ. No sibling is another precision's shape.
+_SIBLINGS = {"triangle-up": "star-triangle-up", "triangle-down": "star-triangle-down",
+             "pentagon": "star", "hexagon": "hexagram", "hourglass": "bowtie"}
+_SHAPES = tuple(_SIBLINGS)
 _KNOWN_PATTERNS = {"standard": "", "staged": "/", "mega": "x"}
 _PATTERNS = ("\\", "-", "|", "+", ".")
 
@@ -61,12 +67,20 @@ def pipeline_symbol(pipeline: str) -> str:
 
 
 def marker_symbol(key: tuple[str, str]) -> str:
-    """plotly's symbol of a (precision, pipeline): the shape with the pipeline's mark (the
-    unknown shapes have no -cross or -x variant, only -dot)."""
+    """plotly's symbol of a (precision, pipeline), filled: the shape with the pipeline's
+    mark; three pipelines, three symbols, on every shape."""
     shape, mark = precision_symbol(key[0]), pipeline_symbol(key[1])
-    if mark in ("-cross", "-x") and shape not in ("circle", "square", "diamond"):
-        mark = "-dot"
-    return shape + mark
+    if shape in _CROSSABLE:
+        return shape + mark
+    sibling = _SIBLINGS.get(shape, shape)
+    return {"": shape, "-cross": shape + "-dot", "-x": sibling}.get(mark, sibling + "-dot")
+
+
+def open_symbol(symbol: str) -> str:
+    """The open (outline) form: plotly names it 'circle-open-dot', never 'circle-dot-open'."""
+    if symbol.endswith("-dot"):
+        return symbol.removesuffix("-dot") + "-open-dot"
+    return symbol + "-open"
 
 
 def pipeline_pattern(pipeline: str) -> str:
@@ -113,11 +127,11 @@ def grouped(cases: Iterable[CaseDict]) -> dict[tuple[str, str], list[CaseDict]]:
 def marker(key: tuple[str, str], *, open_: bool = False, size: int = 9) -> dict[str, Any]:
     colour = precision_colour(key[0])
     symbol = marker_symbol(key)
+    inner = symbol.endswith(("-cross", "-x", "-dot"))
     # A filled marker draws its inner mark in the line colour: white, or it would vanish.
-    line = colour if open_ or symbol == precision_symbol(key[0]) else "#ffffff"
-    return {"color": colour, "symbol": symbol + ("-open" if open_ else ""),
-            "size": size + (1 if symbol != precision_symbol(key[0]) else 0),
-            "line": {"width": 1, "color": line}}
+    line = "#ffffff" if inner and not open_ else colour
+    return {"color": colour, "symbol": open_symbol(symbol) if open_ else symbol,
+            "size": size + (1 if inner else 0), "line": {"width": 1, "color": line}}
 
 
 def bar_marker(key: tuple[str, str]) -> dict[str, Any]:

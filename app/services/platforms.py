@@ -27,7 +27,7 @@ from app.figures.platform_charts import BestBars, PeakPoints
 from app.models import ReportRow
 from app.repository import reports as reports_repo
 from app.services.cases import view_cases
-from ingest.ties import Scored, best_of
+from app.services.platform_winners import WinnerMatrix, mark_best, winner_matrix
 
 _SHAPE_KEYS = ("T", "D", "E", "K")
 MatchKey = tuple[Configuration, str, str]  # configuration, precision, pipeline
@@ -90,6 +90,12 @@ class Cell:
     hbm_util: float | None = None
     nvlink_util: float | None = None
     limiter: str | None = None
+    noise_percent: float | None = None  # the case's windowSpreadPercent: ties are within it
+    caveats: tuple[str, ...] = ()  # codes; one of ingest.ties.NEVER_BEST: never the best
+
+
+NOT_RUN = Cell(useful_tf=None, reason="not run", ratio=None, tf_per_watt=None, best=False,
+               tied=False)
 
 
 @dataclass(frozen=True)
@@ -122,6 +128,7 @@ class PlatformsPage:
     scatter: tuple[PeakPoints, ...] = ()  # one per platform
     modes: tuple[str, ...] = ()  # every mode and precision of the picked reports, filtered
     precisions: tuple[str, ...] = ()  # or not: what the page's filters offer
+    winners: WinnerMatrix = WinnerMatrix()  # a row per configuration, platform x variant
 
     @property
     def headline(self) -> str:
@@ -184,23 +191,19 @@ def _row(key: MatchKey, found: list[CaseDict | None], baseline: int,
          shapes: list[tuple[tuple[str, int], ...]]) -> Row:
     base = found[baseline]
     base_tf = base.get("usefulTFPerGPU") if base is not None else None
-    scored = [Scored(float(c["usefulTFPerGPU"]), c.get("windowSpreadPercent"), _caveats(c))
-              if c is not None and c.get("usefulTFPerGPU") is not None else None
-              for c in found]
-    best = best_of(scored, "higher", at_least=2)
     cells = []
-    for i, case in enumerate(found):
+    for case in found:
         tf = case.get("usefulTFPerGPU") if case is not None else None
-        cells.append(Cell(
+        cells.append(NOT_RUN if case is None else Cell(
             **_measures(case),
             useful_tf=None if tf is None else float(tf),
-            reason=("not run" if case is None else _reason(case)) if tf is None else None,
+            reason=_reason(case) if tf is None else None,
             ratio=float(tf) / float(base_tf) if tf is not None and base_tf else None,
-            tf_per_watt=_tf_per_watt(case) if case is not None else None,
-            best=best is not None and best.index == i,
-            tied=best is not None and best.tied and i in best.ties))
+            tf_per_watt=_tf_per_watt(case), best=False, tied=False,
+            noise_percent=_number(case, "windowSpreadPercent"),
+            caveats=tuple(sorted(_caveats(case)))))
     ran = {shapes[i] for i, c in enumerate(found) if c is not None}
-    return Row(key[0], key[1], key[2], tuple(cells), len(ran) > 1)
+    return Row(key[0], key[1], key[2], mark_best(cells), len(ran) > 1)
 
 
 def _geomeans(rows: Sequence[Row], n: int) -> tuple[GeoMean, ...]:
@@ -274,7 +277,8 @@ def build_platforms(inputs: Sequence[PlatformInput], baseline: int = 0, *,
         tuple(i.platform for i in inputs), baseline, rows, _geomeans(rows, n), matched,
         len(rows), _bars(rows, n), _scatter(rows, n),
         tuple(sorted({k[0].mode for k in every}, key=lambda m: rank("mode", m))),
-        tuple(sorted({k[1] for k in every}, key=lambda p: rank("precision", p))))
+        tuple(sorted({k[1] for k in every}, key=lambda p: rank("precision", p))),
+        winner_matrix(rows, n, NOT_RUN))
 
 
 def platform_of(report_id: int, gpu: str, date: str, meta: dict[str, Any]) -> Platform:

@@ -29,7 +29,9 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
           "description": "Rows: (configuration, precision, pipeline) matched across the "
                          "reports; one cell per report: useful TF/GPU, ratio to the baseline, "
                          "TF/W, best and tied (within noise), why not run; geometric means "
-                         "of the ratios per (mode, precision)"},
+                         "of the ratios per (mode, precision); winners: a row per "
+                         "configuration, a cell per (platform, precision, pipeline), best "
+                         "and tied over the whole row"},
     **READ, **errors(404),
 }
 

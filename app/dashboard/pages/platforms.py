@@ -34,17 +34,19 @@ def query(ids: list[int] | None, baseline: int | None, modes: list[str],
 
 
 def matrix(page: PlatformsPage) -> list[Any]:
-    """The winner matrix's texts in a store, built into the holder by
-    static/platforms_matrix.js: as Dash components its 600-odd cells took React longer
-    than plotly took to draw every chart, and held the charts back."""
+    """The winner matrix's and the detail table's texts in a store, built into their
+    holders by static/platforms_matrix.js: as Dash components their 600-odd cells took
+    React longer than plotly took to draw every chart, and held the charts back."""
+    platforms, variants = texts.winner_head(page)
     data = {
+        "winners": {"platforms": platforms, "variants": variants,
+                    "rows": texts.winner_rows(page)},
         "head": [*texts.MATRIX_HEAD, *[p.name for p in page.platforms]],
         "rows": [[texts.row_label(row), f"{row.precision} · {row.pipeline}",
                   [[texts.cell_class(c), "\n".join(texts.cell_lines(c))] for c in row.cells]]
                  for row in page.rows],
     }
-    return [dcc.Store(id="platforms-matrix-data", data=data),
-            html.Div(id="platforms-matrix-holder", className="table-scroll")]
+    return [dcc.Store(id="platforms-matrix-data", data=data)]
 
 
 def charts(page: PlatformsPage) -> list[Any]:
@@ -70,8 +72,13 @@ def view(page: PlatformsPage, export_href: str) -> html.Div:
               texts.geomean_cells(page), id="platforms-geomeans"),
         html.H2("Best useful TF/GPU per configuration"),
         *charts(page),
-        html.H2("Winner per configuration (best: fastest; ≈: tied within noise)"),
         *matrix(page),
+        html.H2("Winner per configuration: useful TF/GPU over every platform, precision "
+                "and pipeline (best: fastest; ≈: tied with it within noise; ratio to "
+                f"{base.name} in the same precision · pipeline)"),
+        html.Div(id="platforms-matrix-holder", className="table-scroll"),
+        html.H2("Per configuration and precision · pipeline"),
+        html.Div(id="platforms-detail-holder", className="table-scroll"),
     ])
 
 
