@@ -48,7 +48,10 @@ def test_an_admin_triages_the_alert_of_a_step(
     link = wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#report-alerts a"),
                     "the report's alert link")
     assert link.text.startswith(f"#{alert['id']} regression in combine, 9 case(s)")
+    # The report page says the alert's why beside its link, as the export does.
+    assert driver.find_element(By.CSS_SELECTOR, "#report-alerts .alert-why").text == alert["why"]
     link.click()
+    wait_for(driver, lambda d: d.find_elements(By.ID, "alerts-count"), "the alerts page")
     why = wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, ".alert-why"),
                    "the alert")
     assert why.text == alert["why"]

@@ -1,10 +1,9 @@
-"""The line of alerts a report, compare, history or case page shows: each alert's
-direction, phase and state, linking to it on the alerts page; empty when none."""
+"""The alerts a report, compare, history or case page shows: each alert's direction,
+phase and state, linking to it on the alerts page, and its why; empty when none."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from dash import dcc, html
 
@@ -20,10 +19,11 @@ def alert_label(alert: Alert) -> str:
 
 
 def alert_links(alerts: Sequence[Alert], id: str) -> html.Div:  # noqa: A002
+    """Each alert's link and its why, one line each (the why is the sentence the alert,
+    the export and the webhook say)."""
     if not alerts:
         return html.Div(id=id)
-    items: list[Any] = ["Alerts: "]
-    for i, alert in enumerate(alerts):
-        items += [*([" · "] if i else []), dcc.Link(alert_label(alert),
-                                                    href=links.alert_href(alert.id))]
-    return html.Div(items, className="links alert-links", id=id)
+    return html.Div([html.Span("Alerts", className="alert-links-title"), html.Ul([
+        html.Li([dcc.Link(alert_label(alert), href=links.alert_href(alert.id)), ": ",
+                 html.Span(alert.opened.why, className="alert-why")])
+        for alert in alerts])], className="alert-links", id=id)
