@@ -30,7 +30,7 @@ from runner.routing import Plan, RoutingError, build_plan
 from runner.side import all_gather_bytes, barrier, broadcast_flag, make_side_groups, wait_for_case
 from runner.spec import CaseSpec
 from runner.spool import SpoolError
-from runner.stop import Stopped, install, run_ranks, watch_parent
+from runner.stop import Stopped, ending, install, run_ranks, watch_parent
 
 # A dead NCCL peer: the watchdog aborts the communicators after the group's timeout and
 # the waiting call raises in Python (torch's default, 3, ends the process without a word).
@@ -156,7 +156,12 @@ def _worker(rank: int, world: int, opts: RunOptions, plat: Platform) -> int:
                 failures += not reporter.add(index, len(runnable), spec, outcomes)
     except (RuntimeError, OSError, Stopped) as exc:  # a peer is gone or hung, or a signal
         # (gloo: "connection closed by peer"; NCCL or any backend: the group's timeout_s)
-        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+        try:
+            signalled = ending()
+        except Stopped as stopped:  # the handler ran on entering ending()
+            signalled = str(stopped)
+        reason = signalled or (
+            f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}")
         if reporter is None:
             print(f"error: rank {rank} ({node_name()}): {reason}", file=sys.stderr)
             return 1

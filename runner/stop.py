@@ -33,7 +33,8 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 PARENT_POLL_S = 1.0
 KILL_AFTER_S = 15.0  # after SIGTERM, before SIGKILL: rank 0 delivering its finished cases
 
-_why: dict[str, str] = {}
+_why: dict[str, str] = {}  # "parent": the launcher that died; "stop": the signal's reason
+_raising = [True]  # False once the run is ending: a signal is then only recorded
 
 
 class Stopped(Exception):
@@ -50,8 +51,18 @@ def install(rank: int) -> None:
 def _raise_stopped(signum: int, _frame: Any) -> None:
     for sig in SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    why = _why.get("parent", "")
-    raise Stopped(f"stopped by {signal.Signals(signum).name}{why}")
+    _why["stop"] = f"Stopped: stopped by {signal.Signals(signum).name}{_why.get('parent', '')}"
+    if _raising[0]:
+        raise Stopped(_why["stop"])
+
+
+def ending() -> str | None:
+    """The run is ending (a peer lost, or a signal): later signals are only recorded, so
+    that the note is written and the cases delivered. The signal's reason if one came:
+    the peers end on the same signal, and rank 0 may see their closed connections before
+    its own handler runs."""
+    _raising[0] = False
+    return _why.get("stop")
 
 
 def watch_parent(what: str) -> None:
