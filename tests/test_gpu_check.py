@@ -42,7 +42,8 @@ def test_a_timed_out_step_is_recorded_and_the_rest_run(tmp_path: Path) -> None:
     assert by_name["profiler"].startswith("SKIP profiler: 3 pipeline(s) profiled on the CPU")
     assert by_name["expert kernel"].startswith("PASS")
     assert by_name["0 < % of measured ceiling <= 100"].startswith(
-        "SKIP 0 < % of measured ceiling <= 100: CPU run, 12 case(s) from "), output
+        "SKIP 0 < % of measured ceiling <= 100: CPU run, 13 case(s) from "), output
+    assert by_name["fp8 native"] == "SKIP fp8 native: CPU run, 1 fp8 case(s) emulated"
     assert {p.name for p in tmp_path.glob("*.json")} >= {
         "report.json", "decode.json", "mega.json", "profile.json"}
     # Mega only in its own last step, one case: one torch.compile in the whole check.
