@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import browser
-import httpx
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
@@ -28,6 +27,7 @@ from live import (
     serve_process,
 )
 from selenium.webdriver.remote.webdriver import WebDriver
+from shared_server import SharedServer
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
@@ -171,23 +171,20 @@ def fresh_postgres_database() -> Iterator[str]:
         yield url
 
 
-@contextmanager
-def live_server_with(reports: list[dict[str, Any]], tmp: Path
-                     ) -> Iterator[tuple[LiveServer, list[int]]]:
-    """A live server on a fresh Postgres database holding ``reports``, posted in order
-    through the API; with their ids."""
-    with fresh_postgres_database() as url, live_server(url, tmp) as live:
+@pytest.fixture(scope="session")
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServer]:
+    """One live server for every browser test module of the session, on a Postgres
+    database of its own (tests/shared_server.py says how modules keep out of each other's
+    rows): started and migrated once, not once per module."""
+    browser.require_chromium(IN_CI)
+    with fresh_postgres_database() as url, \
+            live_server(url, tmp_path_factory.mktemp("shared-live")) as live:
         with Session(engine_for(url)) as session:
-            _, ingest_token = tokens.create_token(session, "live-reports", "ingest")
+            _, ingest_token = tokens.create_token(session, "browser-ingest", "ingest")
+            _, admin_token = tokens.create_token(session, "browser-admin", "admin")
             session.commit()
-        ids = []
-        for body in reports:
-            response = httpx.post(live.url + "/api/v1/reports", json=body, timeout=60,
-                                  headers={"Authorization": f"Bearer {ingest_token}"})
-            assert response.status_code == 201, response.text
-            ids.append(response.json()["id"])
-        yield live, ids
         engine_for(url).dispose()
+        yield SharedServer(live, ingest_token, admin_token)
 
 
 @pytest.fixture(scope="session")

@@ -1,39 +1,44 @@
 """The compare page (with its ratio chart) and the case page in headless Chromium, on screen
-and printed, against a live ``moescope serve`` holding a series whose newest report has its
-nine nvfp4 mega cases slower in the combine phase and a new driver. Screenshots and PDFs:
-test-output/screenshots/compare-*, case-verdict-*."""
+and printed, against the session's live ``moescope serve`` holding a series whose newest
+report has its nine nvfp4 mega cases slower in the combine phase and a new driver.
+Screenshots and PDFs: test-output/screenshots/compare-*, case-verdict-*."""
 
 from __future__ import annotations
 
 import base64
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 import test_dashboard_browser
 from compare_helpers import combine_slowed
-from conftest import _REFERENCE, LiveServer, live_server_with
+from conftest import _REFERENCE, LiveServer
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from test_dashboard_browser import SCREENSHOTS, drawn, require_chromium, shot, wait_for
+from shared_server import SharedServer, on_gpu
+from test_dashboard_browser import SCREENSHOTS, drawn, shot, wait_for
 
 pytestmark = pytest.mark.live
 
 browser = test_dashboard_browser.browser
 page = test_dashboard_browser.page
 
+GPU = "NVIDIA Blackwell Ultra (compare tests) / GB300 NVL72"
+
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[tuple[LiveServer, dict[str, Any]]]:
-    require_chromium()
+def server(shared_server: SharedServer) -> tuple[LiveServer, dict[str, Any]]:
+    """The series on the session's server, under a GPU of this module's own. Compare opens
+    on the newest report of the whole database: it is emptied first, so that report is
+    this series' newest (no other module posts while this one's tests run)."""
     bodies, slowed = combine_slowed(_REFERENCE)
     bodies[-1]["meta"]["host"]["driver"] = "580.159"
-    with live_server_with(bodies, tmp_path_factory.mktemp("compare-live")) as (live, ids):
-        yield live, {"ids": ids, "slowed": slowed}
+    shared_server.empty()
+    ids = shared_server.post(on_gpu(bodies, GPU))
+    return shared_server.live, {"ids": ids, "slowed": slowed}
 
 
 def printed(driver: WebDriver, name: str) -> int:

@@ -1,4 +1,5 @@
-"""The dashboard in headless Chromium against a live ``moescope serve`` on Postgres.
+"""The dashboard in headless Chromium against the session's live ``moescope serve`` on
+Postgres (conftest's ``shared_server``).
 
 Screenshots of each page go to test-output/screenshots/. Without Debian's chromium and
 chromium-driver these tests skip on a laptop and fail under CI=true.
@@ -13,15 +14,8 @@ from typing import Any
 from urllib.parse import quote
 
 import browser as browser_helpers
-import httpx
 import pytest
-from conftest import (
-    _REFERENCE,
-    IN_CI,
-    LiveServer,
-    fresh_postgres_database,
-    live_server,
-)
+from conftest import _REFERENCE, IN_CI, LiveServer
 from live import REPO
 from selenium.common.exceptions import (
     NoSuchElementException,
@@ -32,12 +26,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
-from sqlalchemy.orm import Session
+from shared_server import SharedServer
 
 from app import figures
-from app.core.db import engine_for
 from app.dashboard.links import case_href
-from app.repository import tokens
 from app.services.chart_panels import CHART_CASE_CAP, cap_banner
 
 pytestmark = pytest.mark.live
@@ -84,23 +76,14 @@ def reports() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, reports: dict[str, Any]
-           ) -> Iterator[tuple[LiveServer, dict[str, int]]]:
-    require_chromium()
-    with fresh_postgres_database() as url, \
-            live_server(url, tmp_path_factory.mktemp("dash-live")) as live:
-        with Session(engine_for(url)) as session:
-            _, token = tokens.create_token(session, "browser-tests", "ingest")
-            session.commit()
-        headers = {"Authorization": f"Bearer {token}"}
-        ids = {}
-        for name in ("reference", "scripted", "head", "big"):
-            response = httpx.post(live.url + "/api/v1/reports", json=reports[name],
-                                  headers=headers, timeout=60)
-            assert response.status_code == 201, response.text
-            ids[name] = response.json()["id"]
-        yield live, ids
-        engine_for(url).dispose()
+def server(shared_server: SharedServer, reports: dict[str, Any]
+           ) -> tuple[LiveServer, dict[str, int]]:
+    """The session's server holding this module's four reports and nothing else: the
+    report list shows every report, so the database is emptied first."""
+    shared_server.empty()
+    names = ("reference", "scripted", "head", "big")
+    ids = shared_server.post([reports[name] for name in names])
+    return shared_server.live, dict(zip(names, ids, strict=True))
 
 
 @pytest.fixture(scope="module")

@@ -7,15 +7,15 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from browser import take
-from conftest import LiveServer, live_server
+from conftest import LiveServer
 from selenium.webdriver.remote.webdriver import WebDriver
-from test_dashboard_browser import SCREENSHOTS, require_chromium
+from shared_server import SharedServer
+from test_dashboard_browser import SCREENSHOTS
 
 pytestmark = pytest.mark.live
 
@@ -30,11 +30,9 @@ COUNTS = {
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    require_chromium()
-    tmp = tmp_path_factory.mktemp("docs-live")
-    with live_server(f"sqlite:///{tmp / 'docs.db'}", tmp) as live:
-        yield live
+def server(shared_server: SharedServer) -> LiveServer:
+    """The session's server: the docs draw the app's spec, whatever its database holds."""
+    return shared_server.live
 
 
 @pytest.fixture(scope="module")

@@ -1,22 +1,22 @@
-"""The history page and the report page's history marks in headless Chromium, against a
-live ``moescope serve`` on Postgres holding a synthetic series (three cases slowed 15 %,
-one sped up 12 % in the newest report). Screenshots: test-output/screenshots/history-*."""
+"""The history page and the report page's history marks in headless Chromium, against the
+session's live ``moescope serve`` on Postgres holding a synthetic series (three cases slowed
+15 %, one sped up 12 % in the newest report). Screenshots: test-output/screenshots/history-*."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 import test_dashboard_browser
-from conftest import _REFERENCE, LiveServer, live_server_with
+from conftest import _REFERENCE, LiveServer
 from history_helpers import synthetic_series
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from shared_server import SharedServer, on_gpu
 from test_dashboard_browser import (
     SCREENSHOTS,
     drawn,
-    require_chromium,
     shot,
     wait_for,
     wait_for_charts,
@@ -30,16 +30,17 @@ page = test_dashboard_browser.page
 
 IDS = [c["id"] for c in _REFERENCE["cases"]]
 SLOWED, SPED = [IDS[0], IDS[20], IDS[45]], IDS[36]
+GPU = "NVIDIA Blackwell Ultra (history tests) / GB300 NVL72"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[tuple[LiveServer, dict[str, int]]]:
-    require_chromium()
+def server(shared_server: SharedServer) -> tuple[LiveServer, dict[str, int]]:
+    """The series on the session's server, under a GPU of this module's own: its history
+    is these eight reports alone."""
     reports = synthetic_series(_REFERENCE, 8, seed=2,
                                newest_factor={**dict.fromkeys(SLOWED, 1.15), SPED: 0.88})
-    with live_server_with(reports, tmp_path_factory.mktemp("history-live")) as (live, ids):
-        yield live, {"first": ids[0], "newest": ids[-1]}
+    ids = shared_server.post(on_gpu(reports, GPU))
+    return shared_server.live, {"first": ids[0], "newest": ids[-1]}
 
 
 def test_report_page_marks_the_moved_cases(
@@ -59,7 +60,7 @@ def test_report_page_marks_the_moved_cases(
     assert any(t.startswith("\u25b2 +1") for t in texts), texts
     href = urlparse(marks[0].get_attribute("href"))
     assert href.path == "/history"
-    assert parse_qs(href.query)["gpu"] == [_REFERENCE["meta"]["gpu"]]
+    assert parse_qs(href.query)["gpu"] == [GPU]
     # The charts' hover names the moved cases' change after their id.
     hovered = driver.execute_script("""
         return Array.from(document.querySelectorAll('#report-charts .js-plotly-plot'))

@@ -1,12 +1,12 @@
-"""Marks from the history page in headless Chromium, against a live ``moescope serve`` on
-Postgres: an admin signs in, marks the report where a case's level moved as a step, and
-the next reports are judged against the new level (the regressions API says so); undo
+"""Marks from the history page in headless Chromium, against the session's live ``moescope
+serve`` on Postgres: an admin signs in, marks the report where a case's level moved as a
+step, and the next reports are judged against the new level (the regressions API says so); undo
 restores the old judgement. A reader who is not an admin sees no controls.
 Screenshots: test-output/screenshots/history-marked*.png (1440 px wide)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -14,10 +14,11 @@ import httpx
 import pytest
 import test_dashboard_browser
 from compare_helpers import nvfp4_mega, series, slow_down
-from conftest import _REFERENCE, LiveServer, live_server_with
+from conftest import _REFERENCE, LiveServer
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from test_dashboard_browser import SCREENSHOTS, drawn, require_chromium, wait_for
+from shared_server import SharedServer, on_gpu
+from test_dashboard_browser import SCREENSHOTS, drawn, wait_for
 
 pytestmark = pytest.mark.live
 
@@ -26,6 +27,7 @@ page = test_dashboard_browser.page
 
 REPORTS, SHIFT_AT = 12, 6
 CASE = nvfp4_mega(_REFERENCE)[0]
+GPU = "NVIDIA Blackwell Ultra (history marks tests) / GB300 NVL72"
 
 
 def _shifted() -> list[dict[str, Any]]:
@@ -45,11 +47,12 @@ def _shifted() -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[tuple[LiveServer, dict[str, Any]]]:
-    require_chromium()
-    with live_server_with(_shifted(), tmp_path_factory.mktemp("marks-live")) as (live, ids):
-        yield live, {"ids": ids, "admin": live.token("admin"), "read": live.token("read")}
+def server(shared_server: SharedServer) -> tuple[LiveServer, dict[str, Any]]:
+    """The series on the session's server, under a GPU of this module's own: the marks
+    and the judgements the test reads are of these twelve reports alone."""
+    live = shared_server.live
+    ids = shared_server.post(on_gpu(_shifted(), GPU))
+    return live, {"ids": ids, "admin": live.token("admin"), "read": live.token("read")}
 
 
 def _flagged(live: LiveServer, report_id: int) -> dict[str, str]:
@@ -72,7 +75,7 @@ def test_an_admin_marks_a_step_and_undoes_it(
     page: Callable[[str], WebDriver], server: tuple[LiveServer, dict[str, Any]]
 ) -> None:
     live, ids = server[0], server[1]["ids"]
-    path = "/history?" + urlencode({"caseId": CASE, "gpu": _REFERENCE["meta"]["gpu"]})
+    path = "/history?" + urlencode({"caseId": CASE, "gpu": GPU})
     after = ids[SHIFT_AT + 3]  # the first report with three points of the new level before it
     # Unmarked, the new level is judged against the old one.
     assert _flagged(live, after) == {CASE: "regression"}

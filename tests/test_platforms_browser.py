@@ -1,19 +1,19 @@
-"""The platforms page in headless Chromium against a live ``moescope serve`` holding the
+"""The platforms page in headless Chromium against the session's live ``moescope serve`` holding the
 reference and an "H200" report built from it (test_platforms._other_gpu): opened without
 arguments (the newest report of each GPU), at 1440 and 1024 px, printed. Screenshots and
 PDF: test-output/screenshots/platforms-*."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import test_dashboard_browser
-from conftest import _REFERENCE, LiveServer, live_server_with
+from conftest import _REFERENCE, LiveServer
 from selenium.webdriver.common.by import By
+from shared_server import SharedServer
 from test_compare_browser import printed
-from test_dashboard_browser import SCREENSHOTS, drawn, require_chromium, wait_for
+from test_dashboard_browser import SCREENSHOTS, drawn, wait_for
 from test_platforms import _other_gpu
 
 pytestmark = pytest.mark.live
@@ -22,11 +22,12 @@ browser = test_dashboard_browser.browser
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, list[int]]]:
-    require_chromium()
-    with live_server_with([_REFERENCE, _other_gpu(_REFERENCE)],
-                          tmp_path_factory.mktemp("platforms-live")) as found:
-        yield found
+def server(shared_server: SharedServer) -> tuple[LiveServer, list[int]]:
+    """The session's server holding these two reports and nothing else: the page opened
+    without arguments, and the "compare with…" links, show the newest report of every GPU
+    in the database, so it is emptied first."""
+    shared_server.empty()
+    return shared_server.live, shared_server.post([_REFERENCE, _other_gpu(_REFERENCE)])
 
 
 def test_platforms_page_draws_labelled_charts_and_the_winner_matrix(

@@ -4,22 +4,17 @@ URL filter's message. Screenshots at 1440 and 1024 px go to test-output/screensh
 
 from __future__ import annotations
 
-import copy
 import re
-from collections.abc import Iterator
 
-import httpx
 import pytest
 from browser import take
-from conftest import _REFERENCE, LiveServer, fresh_postgres_database, live_server
+from conftest import _REFERENCE, LiveServer
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from sqlalchemy.orm import Session
+from shared_server import SharedServer, on_gpu
 from test_dashboard_browser import SCREENSHOTS, wait_for, wait_for_charts
 
 from app import figures
-from app.core.db import engine_for
-from app.repository import tokens
 
 pytestmark = pytest.mark.live
 
@@ -32,21 +27,15 @@ return Array.from(document.querySelectorAll(
     '#report-graph-' + arguments[0] + ' .' + arguments[1] + 'tick text'))
   .map(t => t.textContent);
 """
+GPU = "NVIDIA Blackwell Ultra (report page tests) / GB300 NVL72"
 LABEL = re.compile(r"^EP\d+F\d+i\d+(\.\d+)?$")  # 'EP8<br>F3072<br>i1' as drawn (tspans)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, int]]:
-    with fresh_postgres_database() as url, \
-            live_server(url, tmp_path_factory.mktemp("report-live")) as live:
-        with Session(engine_for(url)) as session:
-            _, token = tokens.create_token(session, "report-browser", "ingest")
-            session.commit()
-        response = httpx.post(live.url + "/api/v1/reports", json=copy.deepcopy(_REFERENCE),
-                              headers={"Authorization": f"Bearer {token}"}, timeout=60)
-        assert response.status_code == 201, response.text
-        yield live, int(response.json()["id"])
-        engine_for(url).dispose()
+def server(shared_server: SharedServer) -> tuple[LiveServer, int]:
+    """The reference on the session's server, under a GPU of this module's own."""
+    (report_id,) = shared_server.post(on_gpu([_REFERENCE], GPU))
+    return shared_server.live, report_id
 
 
 @pytest.fixture(scope="module", params=["1440,1100", "1024,900"])
