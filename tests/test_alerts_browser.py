@@ -5,7 +5,7 @@ Screenshot: test-output/screenshots/alerts.png."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -14,9 +14,10 @@ import pytest
 import test_dashboard_browser
 from alert_helpers import combine_step
 from compare_helpers import nvfp4_mega, series
-from conftest import _REFERENCE, LiveServer, live_server_with
+from conftest import _REFERENCE, LiveServer
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from shared_server import SharedServer, on_gpu
 from test_dashboard_browser import SCREENSHOTS, require_chromium, wait_for
 
 pytestmark = pytest.mark.live
@@ -27,21 +28,26 @@ page = test_dashboard_browser.page
 STEP_AT, REPORTS = 20, 25  # told by the step's fifth report: the newest
 
 
+# A GPU of this module's own: its series, and so its alerts, are its alone on the shared
+# server (tests/shared_server.py).
+GPU = "NVIDIA Blackwell Ultra (alerts tests) / GB300 NVL72"
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[tuple[LiveServer, dict[str, Any]]]:
+def server(shared_server: SharedServer) -> tuple[LiveServer, dict[str, Any]]:
     require_chromium()
     bodies = series(_REFERENCE, REPORTS)
     combine_step(bodies, nvfp4_mega(bodies[0]), STEP_AT, 20.0)
-    with live_server_with(bodies, tmp_path_factory.mktemp("alerts-live")) as (live, ids):
-        yield live, {"ids": ids, "admin": live.token("admin")}
+    ids = shared_server.post(on_gpu(bodies, GPU))
+    return shared_server.live, {"ids": ids, "admin": shared_server.admin_token}
 
 
 def test_an_admin_triages_the_alert_of_a_step(
     page: Callable[[str], WebDriver], server: tuple[LiveServer, dict[str, Any]]
 ) -> None:
     live, ids = server[0], server[1]["ids"]
-    [alert] = httpx.get(f"{live.url}/api/v1/alerts", timeout=30).json()["items"]
+    [alert] = httpx.get(f"{live.url}/api/v1/alerts", params={"gpu": GPU},
+                        timeout=30).json()["items"]
     assert alert["firstBadReportId"] == ids[STEP_AT] and alert["reportId"] == ids[-1]
 
     driver = page(f"/reports/{ids[-1]}")
@@ -76,5 +82,5 @@ def test_an_admin_triages_the_alert_of_a_step(
     detail = httpx.get(f"{live.url}/api/v1/alerts/{alert['id']}", timeout=30).json()
     assert detail["state"] == "acknowledged"
     assert [(e["toState"], e["createdBy"]) for e in detail["events"]] == [
-        ("acknowledged", "live-admin")]
+        ("acknowledged", "browser-admin")]
     driver.get(live.url + "/logout")
