@@ -1,4 +1,5 @@
-"""Dynamic dispatch, as a real dispatcher does it (not yet wired into the layer).
+"""Dynamic dispatch, as a real dispatcher does it: the building blocks (runner/exchange.py
+wires them into the layer when the matrix's [dispatch] asks for them).
 
 Megatron-LM's MoEAlltoAllTokenDispatcher learns what it will receive at run time: each
 rank's per-destination row counts go through an ``all_to_all_single`` on the device and
