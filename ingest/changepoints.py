@@ -1,5 +1,7 @@
 """Change points of one series: E-Divisive means with a t-test, as Apache Otava (ex-Hunter,
 Fleming et al., https://doi.org/10.1145/3578244.3583719) does it, over plain numbers.
+Over 350 lines: the split, the merge and the tail recompute share their statistics and
+must agree point for point (tests/test_changepoints.py), so they stay in one module.
 
 1. Split: windows of ``window`` points slide along the series by half a window. In each
    window E-Divisive (Matteson & James) picks the split that maximises the energy

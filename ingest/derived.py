@@ -1,6 +1,8 @@
 """Derived metrics and caveat codes of docs/metrics.md, pure functions over one report's data.
 
 Every figure is computed from the report's own meta (its peaks), never from constants.
+Over 350 lines: the metrics refer to one another (the busiest rank's utilisations feed the
+limiter, the limiter the caveats), and docs/metrics.md is checked against this one module.
 """
 
 from __future__ import annotations

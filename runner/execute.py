@@ -1,8 +1,7 @@
 """One case on one rank: build, check the numerics, time, account memory and NVLink.
 
 Every rank of the case's group runs this in lockstep; the values that need all ranks
-(window maxima, error norms) are reduced here, the rest is gathered by the caller.
-"""
+(window maxima, error norms) are reduced here, the rest is gathered by the caller."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import torch
@@ -89,72 +89,92 @@ def inference_steps(forward: Layer, experts: Experts, x: torch.Tensor, cuda: boo
                  _replays_match([(graph.replay, outputs)], reference, group), None)
 
 
+@dataclass
+class _Training:
+    """One training case's eager step: the forward keeps its output for the backward."""
+
+    forward: Layer
+    experts: Experts
+    x: torch.Tensor
+    grad_out: torch.Tensor
+    inputs: list[torch.Tensor]
+    live: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def eager_forward(self) -> None:
+        for t in self.inputs:
+            t.grad = None
+        self.live["y"] = self.forward(self.x, self.experts)
+
+    def eager_backward(self) -> None:
+        self.live.pop("y").backward(self.grad_out)
+
+    def eager_step(self) -> None:
+        self.eager_forward()
+        self.eager_backward()
+
+    def eager(self, accepted: bool | None, note: str | None) -> Steps:
+        return Steps(self.eager_forward, self.eager_backward, self.eager_step, accepted, note)
+
+    def step(self) -> list[torch.Tensor]:
+        y = self.forward(self.x, self.experts)
+        return [y, *torch.autograd.grad(y, self.inputs, self.grad_out)]
+
+
 def training_steps(forward: Layer, experts: Experts, x: torch.Tensor,
                    grad_out: torch.Tensor, cuda: bool, group: Any) -> Steps:
     """``x`` and the experts' weights require grad."""
-    inputs = [x, *experts.parameters()]
-    live: dict[str, torch.Tensor] = {}
-
-    def eager_forward() -> None:
-        for t in inputs:
-            t.grad = None
-        live["y"] = forward(x, experts)
-
-    def eager_backward() -> None:
-        live.pop("y").backward(grad_out)
-
-    def eager_step() -> None:
-        eager_forward()
-        eager_backward()
-
+    t = _Training(forward, experts, x, grad_out, [x, *experts.parameters()])
     if not cuda:
-        return Steps(eager_forward, eager_backward, eager_step, None, NO_GRAPHS)
-
-    def step() -> list[torch.Tensor]:
-        y = forward(x, experts)
-        return [y, *torch.autograd.grad(y, inputs, grad_out)]
-
-    reference = [t.detach().clone() for t in step()]
+        return t.eager(None, NO_GRAPHS)
+    reference = [v.detach().clone() for v in t.step()]
     side = torch.cuda.Stream()
     # The whole-step graph lives here only, so split() can release it (and its pool).
     held: dict[str, Any] = {}
 
-    captured, note = agree_on_capture(lambda: _captured(step, side, WARMUP), group, x.device)
+    captured, note = agree_on_capture(lambda: _captured(t.step, side, WARMUP), group, x.device)
     if captured is None:
-        return Steps(eager_forward, eager_backward, eager_step, None, note)
+        return t.eager(None, note)
     held["graph"], step_out = captured
     step_accepted = _replays_match([(lambda: held["graph"].replay(), step_out)], reference,
                                    group)
     del captured, step_out
 
+    def split() -> Steps:
+        held.clear()
+        return _split_steps(t, side, step_accepted, reference, group)
+
+    return Steps(t.eager_forward, t.eager_backward, lambda: held["graph"].replay(),
+                 step_accepted, None, split)
+
+
+def _split_steps(t: _Training, side: torch.cuda.Stream, step_accepted: bool | None,
+                 reference: list[torch.Tensor], group: Any) -> Steps:
+    """The forward and the backward as two graphs of one pool, once the whole-step graph
+    is released; eager where a rank cannot capture them."""
+    torch.cuda.synchronize(t.x.device)
+    free_memory()
+
     def split_capture() -> tuple[torch.cuda.CUDAGraph, torch.cuda.CUDAGraph, list[torch.Tensor]]:
         pool = torch.cuda.graph_pool_handle()
         # The step's warm-up ran these kernels already; the backward graph differentiates
         # the forward graph's static output.
-        fwd_graph, y = _captured(lambda: forward(x, experts), side, 0, pool)
-        bwd_graph, grads = _captured(lambda: torch.autograd.grad(y, inputs, grad_out), side,
-                                     0, pool)
+        fwd_graph, y = _captured(lambda: t.forward(t.x, t.experts), side, 0, pool)
+        bwd_graph, grads = _captured(lambda: torch.autograd.grad(y, t.inputs, t.grad_out),
+                                     side, 0, pool)
         return fwd_graph, bwd_graph, [y.detach(), *grads]
 
-    def split() -> Steps:
-        held.clear()
-        torch.cuda.synchronize(x.device)
-        free_memory()
-        graphs, split_note = agree_on_capture(split_capture, group, x.device)
-        if graphs is None:
-            return Steps(eager_forward, eager_backward, eager_step, step_accepted, split_note)
-        fwd_graph, bwd_graph, split_out = graphs
+    graphs, split_note = agree_on_capture(split_capture, group, t.x.device)
+    if graphs is None:
+        return t.eager(step_accepted, split_note)
+    fwd_graph, bwd_graph, split_out = graphs
 
-        def forward_then_backward() -> None:
-            fwd_graph.replay()
-            bwd_graph.replay()
+    def forward_then_backward() -> None:
+        fwd_graph.replay()
+        bwd_graph.replay()
 
-        accepted = step_accepted and _replays_match([(forward_then_backward, split_out)],
-                                                    reference, group)
-        return Steps(fwd_graph.replay, bwd_graph.replay, forward_then_backward, accepted, None)
-
-    return Steps(eager_forward, eager_backward, lambda: held["graph"].replay(), step_accepted,
-                 None, split)
+    accepted = step_accepted and _replays_match([(forward_then_backward, split_out)],
+                                                reference, group)
+    return Steps(fwd_graph.replay, bwd_graph.replay, forward_then_backward, accepted, None)
 
 
 def _captured(work: Callable[[], T], side: torch.cuda.Stream, warmup: int,
