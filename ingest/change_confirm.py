@@ -21,11 +21,16 @@ reaches ``newest_index``:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ingest.changepoints import DEFAULT_SETTINGS, ChangePoint, ChangePointSettings
+from ingest.changepoints import (
+    DEFAULT_SETTINGS,
+    ChangePoint,
+    ChangePointSettings,
+    find_change_points,
+)
 from ingest.regressions import Verdict
 
 Outcome = Literal["confirmed", "pending", "overruled", "found", "quiet"]
@@ -54,3 +59,31 @@ def confirm(verdict: Verdict, change_points: Sequence[ChangePoint], newest_index
     if newest_index - index + 1 < settings.min_segment:
         return Confirmation("pending")
     return Confirmation("overruled")
+
+
+def confirmation_text(values: Sequence[float], verdicts: Sequence[Verdict],
+                      labels: Sequence[str], *, steps: Collection[int] = (),
+                      outliers: Collection[int] = (),
+                      settings: ChangePointSettings = DEFAULT_SETTINGS) -> str:
+    """The change points' word, in words, on the newest point the judge flagged less than
+    a window ago (else on the newest point); ``labels`` name the points ("report #7").
+    '' when there is nothing to say (a quiet series)."""
+    if not values:
+        return ""
+    newest = len(values) - 1
+    flagged = [i for i, v in enumerate(verdicts) if v.flagged and newest - i < settings.window]
+    judged = flagged[-1] if flagged else newest
+    points = find_change_points(values, settings, steps=steps, outliers=outliers)
+    c = confirm(verdicts[judged], points, newest, judged_index=judged, settings=settings)
+    at = (f"{labels[c.change_point.index]} ({c.change_point.change_percent:+.1f} %)"
+          if c.change_point is not None else "")
+    return {
+        "confirmed": f"change points: a change at {at} confirms the flag on {labels[judged]}",
+        "pending": (f"change points: none yet for the flag on {labels[judged]}; "
+                    f"{settings.min_segment - (newest - judged + 1)} more report(s) will "
+                    "tell a change from an outlier"),
+        "overruled": (f"change points: none followed the flag on {labels[judged]}: an "
+                      "outlier, not a change"),
+        "found": f"change points: a change at {at} that the noise judge did not flag",
+        "quiet": "",
+    }[c.outcome]

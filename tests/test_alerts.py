@@ -219,3 +219,32 @@ def test_history_says_the_detectors_limits_with_the_invalid_alerts(
         f"false alarms {1 / len(values) * 1000:.2g} per 1,000 points (alerts triaged invalid)")
     # The alert says the same of its case's series.
     assert alerts.inbox(session, None, alert_id=first).limits == {case_id: page.limits}
+
+
+def test_history_says_whether_a_change_point_confirms_the_judges_flag(
+    session: Session, reference: Body
+) -> None:
+    # The judge flags a 30 % outlier at once; ten quiet reports later no change point
+    # followed it: overruled. A +20 % step that stays: its change point confirms the flag.
+    case_id = reference["cases"][0]["id"]
+    bodies = quiet_series(reference, 30, case_id, spread=1.0)
+    scale_from(bodies, case_id, 20, 1.30, until=21)
+    ids = [ingest(session, b) for b in bodies]
+    gpu = bodies[0]["meta"]["gpu"]
+    page = history_view.history_page(session, [case_id], gpu, None)
+    assert page.changes == (f"change points: none followed the flag on report #{ids[20]}: "
+                            "an outlier, not a change")
+
+    stepped = series(reference, STEP_AT + MIN_SEGMENT + 1)
+    slowed = nvfp4_mega(stepped[0])
+    combine_step(stepped, slowed, STEP_AT, 20.0)
+    for i, body in enumerate(stepped):  # another GPU, other runs: a series of its own
+        body["meta"]["gpu"] = "stepped GPU"
+        body["meta"]["runId"] = f"stepped-{i}"
+    step_ids = [ingest(session, b) for b in stepped]
+    step_case = sorted(slowed)[0]
+    page = history_view.history_page(session, [step_case], "stepped GPU", None)
+    change = mean_change_percent(layer_ms(stepped, step_case), STEP_AT)
+    assert page.changes.startswith(
+        f"change points: a change at report #{step_ids[STEP_AT]} ({change:+.1f} %) confirms "
+        "the flag on report #"), page.changes

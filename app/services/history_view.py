@@ -24,8 +24,9 @@ from app.services.history import (
     mark_dict,
     point_dict,
 )
+from ingest.change_confirm import confirmation_text
 from ingest.detector_limits import limits_text, series_limits
-from ingest.regressions import Settings
+from ingest.regressions import Settings, Verdict
 
 # Entries the page draws per case (half points, half buckets past it): a chart 1,000 px
 # wide shows no more, and the page draws in half the time of the API's default.
@@ -151,6 +152,20 @@ def _range_links(chosen: list[str], gpu: str, series: str, metric: str, since: d
         for label, days in RANGES.items()]
 
 
+def change_points_word(points: Sequence[dict[str, Any]]) -> str:
+    """The change points' word on the judge's newest flag, over the points drawn in full
+    (marks honoured): the judge looks first, a change point confirms or overrules it."""
+    if any(p["layerMS"] is None for p in points):
+        return ""
+    verdicts = [Verdict(p["status"], p["baselinePoints"] or 0, p["baseline"],
+                        p["changePercent"], p["noisePercent"]) for p in points]
+    return confirmation_text(
+        [float(p["layerMS"]) for p in points], verdicts,
+        [f"report #{p['reportId']}" for p in points],
+        steps=[i for i, p in enumerate(points) if "step" in p["marks"]],
+        outliers=[i for i, p in enumerate(points) if "outlier" in p["marks"]])
+
+
 def verdict_line(point: dict[str, Any], settings: Settings) -> str:
     """The newest point's verdict in words: what moved, by how much, and whether it is noise
     (``settings``: those that judged it)."""
@@ -214,6 +229,7 @@ class HistoryPage:
     rows: tuple[list[Any], ...]  # the points' table, newest first
     alerts: tuple[Alert, ...]  # the case's, newest first
     limits: str  # the change-point detector's limits on this series, in words
+    changes: str  # what the change points say of the judge's newest flag ('' if nothing)
 
 
 def history_page(session: Session, case_ids: Sequence[str], gpu: str, series: str | None,
@@ -238,4 +254,5 @@ def history_page(session: Session, case_ids: Sequence[str], gpu: str, series: st
         alerts=tuple(alerts_of(session, case_id=view.case_id)),
         limits=limits_text(series_limits(
             [float(p["layerMS"]) for p in view.points if p["layerMS"] is not None],
-            false_alarms(session, view.series, view.case_id))))
+            false_alarms(session, view.series, view.case_id))),
+        changes=change_points_word(view.points))

@@ -121,6 +121,7 @@ def _body(args: dict[str, Any], token: str | None, message: str | None = None) -
           if latest and latest.get("why") else []),
         html.P(page.judged, className="muted"),
         html.P(page.limits, className="muted", id="history-limits"),
+        *([html.P(page.changes, id="history-changes")] if page.changes else []),
         alert_links(page.alerts, "history-alerts"),
         _choices("metric", view.metric_links),
         _choices("range", view.range_links),
