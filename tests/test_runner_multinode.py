@@ -146,7 +146,11 @@ def _check_stopped_run(tmp: Path, live: LiveServer, survivor: str) -> None:
     report = json.loads((tmp / f"{survivor}.json").read_text())
     served = served_report(live.url, report["meta"]["runId"])
     note = report["meta"]["runFailureNote"]
-    assert note.startswith("The run stopped while running ") and "Error" in note, note
+    # Rank 0 names what reached it first: its peers' closed connections (an Error), or its
+    # own agent's SIGTERM when another local rank saw them first and the agent tore the
+    # node down; either way the note names why, and the finished cases are delivered.
+    assert note.startswith("The run stopped while running ") and (
+        "Error" in note or "stopped by SIGTERM" in note), note
     finished = report["cases"]
     assert 1 <= len(finished) < 8
     assert served["cases"] == finished  # every finished case delivered, nothing more
