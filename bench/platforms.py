@@ -99,10 +99,11 @@ def bulk_insert(database_url: str, count: int) -> float:
     t0 = time.perf_counter()
     with engine.begin() as conn:
         conn.execute(text("""
-            INSERT INTO reports (content_sha256, run_id, date, gpu, series, provenance,
-                source, meta, extra, body, case_count, best_percent_of_peak,
+            INSERT INTO reports (content_sha256, current_sha256, run_id, date, gpu, series,
+                provenance, source, meta, extra, body, case_count, best_percent_of_peak,
                 data_error_count, created_at, updated_at)
-            SELECT md5('bulk' || i) || md5('copy' || i), NULL, '2025-01-01',
+            SELECT md5('bulk' || i) || md5('copy' || i), md5('bulk' || i) || md5('copy' || i),
+                   NULL, '2025-01-01',
                    'NVIDIA ' || (ARRAY[:g0, :g1, :g2, :g3, :g4, :g5, :g6, :g7])[1 + i % 8],
                    r.series, r.provenance, r.source, r.meta, r.extra, r.body, r.case_count,
                    r.best_percent_of_peak, r.data_error_count,
