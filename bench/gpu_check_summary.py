@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ingest.derived import measured_ceiling_for
+from ingest.derived import measured_ceiling_for, observed_imbalance
 from ingest.schema import Case, Meta
 
 REPORTS = ("report.json", "decode.json", "mega.json")
@@ -172,8 +172,7 @@ def _ceiling_verdict(reports: list[dict[str, Any]], cuda: bool) -> str:
             if tf is None:
                 missing.append(case["id"])
             else:  # the busiest rank's rate, as the ceiling is measured at its shapes
-                rows = case["receiveRows"]
-                hot = max(rows) / (sum(rows) / len(rows)) if sum(rows) else 1.0
+                hot = observed_imbalance(case["receiveRows"]) or 1.0
                 shares.append((case["id"], 100 * case["usefulTFPerGPU"] * hot / tf))
     bad = [f"{i} {p:.1f} %" for i, p in shares if not 0 < p <= 100]
     detail = (f"{len(shares)} case(s) from {min(p for _, p in shares):.1f} to "

@@ -78,9 +78,9 @@ def limits_text(limits: Limits) -> str:
     """The limits in one line, as the history and an alert say them."""
     if limits.noise_percent is None:
         return "change points: too few points to know this series' noise yet"
+    seen = (f"change points: noise {limits.noise_percent:.2g} %, smallest step caught "
+            f"{limits.smallest_step_percent:.2g} %")
     alarms = limits.false_alarms_per_1000
-    return (f"change points: noise {limits.noise_percent:.2g} %, smallest step caught "
-            f"{limits.smallest_step_percent:.2g} %, false alarms "
-            f"{alarms:.2g} per 1,000 points (alerts triaged invalid)" if alarms is not None
-            else f"change points: noise {limits.noise_percent:.2g} %, smallest step caught "
-                 f"{limits.smallest_step_percent:.2g} %")
+    if alarms is None:
+        return seen
+    return f"{seen}, false alarms {alarms:.2g} per 1,000 points (alerts triaged invalid)"

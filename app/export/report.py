@@ -70,9 +70,9 @@ def report_html(page: ReportPage, footer: Footer) -> str:
     return render(
         "report.html.j2", charts,
         title=f"moescope report {header.id}: {header.gpu} {header.date}",
-        header=header, view=view, filters=filters_text(view.filters), host=page.host,
-        alerts=[a.opened.why for a in page.alerts],
-        no_host=NO_HOST, previous=page.previous,
+        header=header, view=view, filters=filters_text(view.filters), host=page.facts.host,
+        alerts=[a.opened.why for a in page.facts.alerts],
+        no_host=NO_HOST, previous=page.facts.previous,
         notes=page.notes, caveats=view.caveats,
         summary=page.summary, panels=view.panels, chart_id=chart_id,
         matrices=page.matrices(), matrix_metric=page.metric, meanings=CAVEAT_MEANINGS,

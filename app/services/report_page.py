@@ -42,14 +42,32 @@ class ReportChoices:
 
 
 @dataclass(frozen=True)
-class ReportPage:
-    view: ReportView
-    marks: ReportMarks
-    history: AgainstHistory
+class ReportFacts:
+    """What the page says of the report itself, whatever its filters."""
+
     host: tuple[tuple[str, str], ...]  # meta.host as (label, value)
     previous: int | None  # the report before it in its series
     other_gpus: tuple[tuple[str, int], ...]  # (GPU, newest report of it): "compare with…"
     alerts: tuple[Alert, ...]  # opened by this report or first bad at it, newest first
+
+
+# A filter change redraws none of the facts (the page keeps those it showed): its callback
+# passes these instead of reading them again.
+FACTS_KEPT = ReportFacts(host=(), previous=None, other_gpus=(), alerts=())
+
+
+def report_facts(session: Session, report_id: int, meta: Mapping[str, Any]) -> ReportFacts:
+    return ReportFacts(host=host_facts(meta), previous=previous_report(session, report_id),
+                       other_gpus=tuple(other_gpus(session, report_id)),
+                       alerts=tuple(alerts_of(session, report_ids=[report_id])))
+
+
+@dataclass(frozen=True)
+class ReportPage:
+    view: ReportView
+    marks: ReportMarks
+    history: AgainstHistory
+    facts: ReportFacts
     options: Mapping[str, list[FilterOption]]  # each filter's options with their counts
     hint: str  # '' unless no case passes the filters: then which filter to relax
     problems: tuple[str, ...]  # values of the URL that filter nothing, named
@@ -96,9 +114,11 @@ def metric_choice(raw: Any) -> tuple[str, str]:
 
 def report_page(reports: ReportCache, session: Session, report_id: int,
                 filters: CaseFilter, choices: ReportChoices | None = None,
-                marks: ReportMarks | None = None) -> ReportPage:
+                marks: ReportMarks | None = None,
+                facts: ReportFacts | None = None) -> ReportPage:
     """``marks``: the report's marks against history when the caller holds them (the
-    page's store, on a filter change): no history query then."""
+    page's store, on a filter change): no history query then; ``facts`` likewise
+    (FACTS_KEPT on a filter change)."""
     choices = choices or ReportChoices()
     data = reports.report(session, report_id)  # NotFound for a report that does not exist
     problems = filter_choices.url_problems(choices.url_query, data.facets)
@@ -109,9 +129,7 @@ def report_page(reports: ReportCache, session: Session, report_id: int,
     counts = cases_repo.option_counts(session, report_id, chosen)
     return ReportPage(
         view=view, marks=marks, history=against_history(marks, view.cases, view.views),
-        host=host_facts(view.meta), previous=previous_report(session, report_id),
-        other_gpus=tuple(other_gpus(session, report_id)),
-        alerts=tuple(alerts_of(session, report_ids=[report_id])),
+        facts=facts if facts is not None else report_facts(session, report_id, view.meta),
         options=filter_choices.all_options(data.facets, counts, chosen),
         hint=filter_choices.empty_hint(counts, chosen) if data.cases else "",
         problems=(*problems, *([metric_problem] if metric_problem else [])),

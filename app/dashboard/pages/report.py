@@ -47,7 +47,7 @@ from app.dashboard.report_header import filter_controls, header, provenance_line
 from app.services import case_table, report_view
 from app.services.against_history import ReportMarks
 from app.services.matrix import report_matrix
-from app.services.report_page import ReportChoices, ReportPage, report_page
+from app.services.report_page import FACTS_KEPT, ReportChoices, ReportPage, report_page
 
 dash.register_page(__name__, path_template="/reports/<report_id>",
                    title="moescope: report", name="Report", order=2)  # type: ignore[no-untyped-call]
@@ -76,9 +76,9 @@ def layout(report_id: str | None = None, **query: Any) -> html.Div:
         # static/lazy_parts.js draws each when its chart is in or near the window.
         dcc.Store(id="report-figures"),
         header(view.header, parts["report-export-link.href"]),
-        provenance_line(page.host, rid, page.previous),
-        cross_links.compare_with(rid, list(page.other_gpus)),
-        alert_links(page.alerts, "report-alerts"),
+        provenance_line(page.facts.host, rid, page.facts.previous),
+        cross_links.compare_with(rid, list(page.facts.other_gpus)),
+        alert_links(page.facts.alerts, "report-alerts"),
         html.Div([html.P(p) for p in page.problems], id="report-url-problems",
                  className="url-problems", hidden=not page.problems),
         filter_controls(page.options, view.filters),
@@ -193,7 +193,8 @@ def refilter(*args: Any) -> list[Any]:
     with session_scope() as session:
         page = report_page(report_cache(), session, report_id,
                            filters.filters_from_controls(values),
-                           ReportChoices(matrix_metric=metric), ReportMarks.from_store(marks))
+                           ReportChoices(matrix_metric=metric), ReportMarks.from_store(marks),
+                           FACTS_KEPT)
     parts = view_parts(page)
     changed, digests = shown.changed_only([parts[n] for n in DIGESTED], drawn)
     sent = dict(zip(DIGESTED, changed, strict=True)) | {n: parts[n] for n in ALWAYS_SENT}
