@@ -11,16 +11,11 @@ it, give it a ``column`` (a ``CaseRow`` attribute and an Alembic migration).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ingest.limiters import LIMITERS
-
-# A case as the API serves it, and as the figures, the table and the export read it: its
-# wire fields, its derived fields and its caveats, by wire name. (``ingest.schema.Case`` is
-# the wire model a case is validated with.)
-CaseDict = Mapping[str, Any]
 
 
 @dataclass(frozen=True)

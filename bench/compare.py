@@ -32,6 +32,7 @@ from live import scratch_postgres_database  # noqa: E402
 from sqlalchemy import create_engine  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
+from app.case_view import case_view  # noqa: E402
 from app.export.service import export_compare  # noqa: E402
 from app.services.comparison import compare_reports  # noqa: E402
 from app.services.explain import case_against_history, explain  # noqa: E402
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         base, head = ids[-2], ids[-1]
         with Session(engine) as session:
             result = report_regressions(session, head)
-            case = next(c for c in bodies[-1]["cases"] if c["id"] == slowed[0])
+            case = case_view(next(c for c in bodies[-1]["cases"] if c["id"] == slowed[0]))
             timings = {
                 "regressions (verdicts only)": _timed(
                     lambda: report_regressions(session, head), args.calls),

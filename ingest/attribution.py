@@ -97,10 +97,24 @@ def gpu_state_changes(base: Mapping[str, Any] | None,
     return found
 
 
-def attribute(base: Mapping[str, Any], head: Mapping[str, Any]) -> Attribution:
-    """Why ``head`` (a case as the wire has it) differs from ``base``, the same case."""
-    return Attribution(phase_changes(base.get("phaseMS"), head.get("phaseMS")),
-                       gpu_state_changes(base.get("gpuState"), head.get("gpuState")))
+@dataclass(frozen=True)
+class Measured:
+    """What attribution reads of one measurement of a case (or of a baseline of several):
+    its ``phaseMS`` and its ``gpuState``, as the wire names them."""
+
+    phases: Mapping[str, float] | None
+    gpu_state: Mapping[str, Any] | None
+
+    @classmethod
+    def of(cls, case: Mapping[str, Any]) -> Measured:
+        """From a case as the wire has it."""
+        return cls(case.get("phaseMS"), case.get("gpuState"))
+
+
+def attribute(base: Measured, head: Measured) -> Attribution:
+    """Why ``head`` differs from ``base``, the same case."""
+    return Attribution(phase_changes(base.phases, head.phases),
+                       gpu_state_changes(base.gpu_state, head.gpu_state))
 
 
 def median_phases(cases: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:

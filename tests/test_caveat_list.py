@@ -7,6 +7,7 @@ from typing import Any
 
 from dash import dcc, html
 from test_figures import view_cases
+from views import views
 
 from app.dashboard.caveat_list import caveat_list
 from app.dashboard.components import caveat_badges
@@ -26,7 +27,7 @@ def test_badges_say_what_they_mean_and_link_to_their_cases() -> None:
 
 def test_the_list_names_each_case_carrying_a_code(reference: dict[str, Any]) -> None:
     cases = view_cases(reference)
-    groups = {g.id: g for g in caveat_list(7, cases)}
+    groups = {g.id: g for g in caveat_list(7, views(cases))}
     assert list(groups) == ["report-caveat-noisy_windows", "report-caveat-hot_rank"]
     hot = groups["report-caveat-hot_rank"].children[1].children
     # Imbalance 4 and 8: rank 0 receives 4 and 8 x the mean rows.
@@ -42,7 +43,7 @@ def test_a_long_list_links_the_first_cases_and_counts_the_rest(
         reference: dict[str, Any]) -> None:
     noisy = [dict(c, id=f"case-{i}", caveats=[{"code": "noisy_windows", "message": "m"}])
              for i, c in enumerate(reference["cases"] * 3)]  # 189 cases
-    group = caveat_list(7, noisy)[0]
+    group = caveat_list(7, views(noisy))[0]
     heading, linked, more = group.children
     assert "189 case(s)" in heading.children[1]
     assert [link.children for link in linked.children] == [f"case-{i}" for i in range(100)]

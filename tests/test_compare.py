@@ -11,6 +11,7 @@ import pytest
 from compare_helpers import combine_slowed, series, slow_down
 from history_helpers import ingest, synthetic_series
 from sqlalchemy.orm import Session
+from views import view, views
 
 from app.figures import compare_charts, report_charts
 from app.services.comparison import (
@@ -20,7 +21,7 @@ from app.services.comparison import (
     ratio_points,
 )
 from app.services.history import case_history
-from ingest.attribution import attribute
+from ingest.attribution import Measured, attribute
 from ingest.grouping import Flagged, group_flagged
 from ingest.regressions import Settings
 
@@ -138,21 +139,21 @@ def test_compare_and_history_give_the_same_verdict(session: Session, reference: 
 def test_a_pair_verdict_takes_the_larger_window_spread_as_noise() -> None:
     base = {"layerMS": 1.0, "windowSpreadPercent": 2.0}
     head = {"layerMS": 1.08, "windowSpreadPercent": 9.0}
-    verdict = pair_verdict(base, head, Settings())
+    verdict = pair_verdict(view(base), view(head), Settings())
     assert verdict.status == "unchanged"  # +8 % is within the head's own 9 % spread
     assert verdict.change_percent == pytest.approx(8.0)
     assert verdict.noise_percent == pytest.approx(9.0)
-    loud = pair_verdict(base, {**head, "layerMS": 1.12}, Settings())
+    loud = pair_verdict(view(base), view({**head, "layerMS": 1.12}), Settings())
     assert loud.status == "regression" and loud.baseline_points == 1
 
 
 def test_attribution_without_phases_names_nothing() -> None:
-    assert attribute({"layerMS": 1.0}, {"layerMS": 2.0}).text() == ""
-    both = attribute({"phaseMS": {"dispatch": 1.0, "experts": 2.0, "combine": 1.0}},
-                     {"phaseMS": {"dispatch": 1.5, "experts": 2.1, "combine": 1.0}})
+    assert attribute(Measured(None, None), Measured(None, None)).text() == ""
+    both = attribute(Measured({"dispatch": 1.0, "experts": 2.0, "combine": 1.0}, None),
+                     Measured({"dispatch": 1.5, "experts": 2.1, "combine": 1.0}, None))
     assert both.text() == "dispatch +50 %, experts +5 %, combine +0 %"
-    hair = attribute({"phaseMS": {"dispatch": 1.0, "experts": 2.0, "combine": 1.0}},
-                     {"phaseMS": {"dispatch": 0.999, "experts": 2.0, "combine": 1.0}})
+    hair = attribute(Measured({"dispatch": 1.0, "experts": 2.0, "combine": 1.0}, None),
+                     Measured({"dispatch": 0.999, "experts": 2.0, "combine": 1.0}, None))
     assert "dispatch +0 %" in hair.text()
 
 
@@ -183,7 +184,7 @@ def test_the_ratio_chart_labels_configurations_as_the_report_page_does(
     ids = [ingest(session, b) for b in bodies]
     result = compare_reports(session, ids[0], ids[1])
     ratio = compare_charts.ratio_spec(ratio_points(result), 5.0, ids[0], ids[1])
-    report = report_charts.layer_time_spec(bodies[1]["cases"], bodies[1]["meta"])
+    report = report_charts.layer_time_spec(views(bodies[1]["cases"]), bodies[1]["meta"])
     # The same ticks ("EP8 F3072 i1", stacked), the same mode · category headings.
     for key in ("tickvals", "ticktext"):
         assert ratio["layout"]["xaxis"][key] == report["layout"]["xaxis"][key]

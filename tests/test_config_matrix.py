@@ -13,6 +13,7 @@ from api_helpers import REPORTS
 from export_helpers import parse, table_rows
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
+from views import views
 
 from app.case_fields import CaseFilter
 from app.export.service import export_report
@@ -114,7 +115,7 @@ def test_matrix_filters_metrics_and_csv(client: TestClient, report_id: int,
 
 def test_one_category_needs_no_category_in_the_label(reference: Body) -> None:
     cases = [dict(c, caveats=[]) for c in reference["cases"] if c["category"] == "width"]
-    matrix = build_matrix(cases, "percentOfPeak")
+    matrix = build_matrix(views(cases), "percentOfPeak")
     assert [r.label for r in matrix.rows][:3] == ["EP16 F1536 i1", "EP16 F3072 i1",
                                                   "EP16 F6144 i1"]
     # percentOfPeak is not on the wire: a case without it is a cell without a value.

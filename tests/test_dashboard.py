@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import dataclasses
 import importlib
 import io
 import subprocess
@@ -18,9 +19,11 @@ from dash.development.base_component import Component
 from fastapi.testclient import TestClient
 from page_helpers import find, texts
 from sqlalchemy.orm import Session
+from views import view, views
 
 from app import figures
 from app.case_fields import FILTERABLE, CaseFilter
+from app.case_view import CaseView
 from app.dashboard import filters, links
 from app.main import create_app
 from app.matrix_metrics import DEFAULT_METRIC
@@ -97,19 +100,19 @@ def test_csv_escapes_formulas_and_keeps_every_row() -> None:
     assert parsed[2][-1] == "oom recompute"
 
 
-def _fake_case(case_id: str, useful: float | None) -> dict[str, Any]:
-    return {"id": case_id, "usefulTFPerGPU": useful}
+def _fake_case(case_id: str, useful: float | None) -> CaseView:
+    return view({"id": case_id, "usefulTFPerGPU": useful})
 
 
 def test_chart_cases_keep_the_highest_useful_throughput_in_view_order() -> None:
     cases = [_fake_case("e", 5.0), _fake_case("a", None), _fake_case("d", 9.0),
              _fake_case("c", 7.0), _fake_case("b", 7.0), _fake_case("f", 1.0)]
     # The top three: d (9), then the tie at 7 broken by id (b before c); view order kept.
-    assert [c["id"] for c in chart_panels.chart_cases(cases, cap=3)] == ["d", "c", "b"]
-    assert [c["id"] for c in chart_panels.chart_cases(cases, cap=2)] == ["d", "b"]
+    assert [c.id for c in chart_panels.chart_cases(cases, cap=3)] == ["d", "c", "b"]
+    assert [c.id for c in chart_panels.chart_cases(cases, cap=2)] == ["d", "b"]
     # Unmeasured cases come last: charted only once every measured one is.
-    assert "a" not in [c["id"] for c in chart_panels.chart_cases(cases, cap=5)]
-    assert [c["id"] for c in chart_panels.chart_cases(cases, cap=6)] == [c["id"] for c in cases]
+    assert "a" not in [c.id for c in chart_panels.chart_cases(cases, cap=5)]
+    assert [c.id for c in chart_panels.chart_cases(cases, cap=6)] == [c.id for c in cases]
     assert chart_panels.chart_cases(cases, cap=100) == cases
 
 
@@ -134,10 +137,10 @@ def test_every_chart_draws_the_same_capped_subset(
     reference: dict[str, Any], session: Session, reference_id: int
 ) -> None:
     cases = case_service.view_cases(session, reference_id, CaseFilter())
-    charted = chart_panels.chart_cases(cases, cap=10)
+    charted = chart_panels.chart_cases(views(cases), cap=10)
     counts = cases_repo.caveat_counts(session, reference_id)
-    panels = chart_panels.chart_panels(reference["meta"], cases, counts, charted)
-    want = {figures.text(c["id"]) for c in charted}
+    panels = chart_panels.chart_panels(reference["meta"], views(cases), counts, charted)
+    want = {figures.text(c.id) for c in charted}
     ranked = sorted(cases, key=lambda c: -c["usefulTFPerGPU"])
     assert want == {figures.text(c["id"]) for c in ranked[:10]}
     for panel in panels:
@@ -197,11 +200,11 @@ def test_report_view_filters_and_qualifies_every_chart(
 
     bf16_ep8 = report_view.report_view(report_view.ReportCache(), session, reference_id,
                                        CaseFilter(precision=["bf16"], ep=[8]))
-    assert {(c["precision"], c["ep"]) for c in bf16_ep8.cases} == {("bf16", 8)}
+    assert {(c.precision, c.ep) for c in bf16_ep8.cases} == {("bf16", 8)}
     assert all("placementNote" not in [n.key for n in p.notes] for p in bf16_ep8.panels)
     assert filters.search_from_filters(bf16_ep8.filters) == "?ep=8&precision=bf16"
-    assert [r["id"] for r in bf16_ep8.rows] == [c["id"] for c in bf16_ep8.cases]
-    first = bf16_ep8.cases[0]
+    assert [r["id"] for r in bf16_ep8.rows] == [c.id for c in bf16_ep8.cases]
+    first = case_service.get_case(session, reference_id, bf16_ep8.cases[0].id)
     row = bf16_ep8.rows[0]
     assert set(row) == {name for name, _ in case_table.TABLE_COLUMNS
                         if first.get(name) is not None}  # no empty field, no link
@@ -226,8 +229,7 @@ def test_cached_report_follows_appends_and_filters_as_sql_does(
     session.commit()
     after = report_view.report_view(reports, session, rid, CaseFilter())
     assert after.header.case_count == 63 and after.count_text == "63 of 63 cases in view"
-    assert after.cases == [report_view.frozen(c)
-                           for c in case_service.view_cases(session, rid, CaseFilter())]
+    assert after.cases == views(case_service.view_cases(session, rid, CaseFilter()))
     assert [r["id"] for r in after.rows] == [c["id"] for c in reference["cases"]]
     for chosen in (CaseFilter(precision=["bf16"]), CaseFilter(mode=["training"], ep=[8, 64]),
                    CaseFilter(imbalance=[4.0], F=[3072, 6144]), CaseFilter(pipeline=["x"])):
@@ -235,10 +237,9 @@ def test_cached_report_follows_appends_and_filters_as_sql_does(
         # The cases that pass, picked here from the JSON: every chosen field one of its values.
         wanted = [c["id"] for c in reference["cases"]
                   if all(c[f.wire] in values for f, values in chosen.active())]
-        assert [c["id"] for c in view.cases] == wanted, chosen
+        assert [c.id for c in view.cases] == wanted, chosen
         assert view.count_text == f"{len(wanted)} of 63 cases in view"
-        assert view.cases == [report_view.frozen(c)
-                              for c in case_service.view_cases(session, rid, chosen)], chosen
+        assert view.cases == views(case_service.view_cases(session, rid, chosen)), chosen
     # By hand from the reference: 18 bf16 cases; training at EP 64 only of EP 8 and 64 (18).
     assert sum(c["precision"] == "bf16" for c in reference["cases"]) == 18
 
@@ -247,10 +248,12 @@ def test_the_cache_hands_out_read_only_reports(session: Session, reference_id: i
     reports = report_view.ReportCache()
     view = report_view.report_view(reports, session, reference_id, CaseFilter())
     case = view.cases[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        case.layerMS = 0.0  # type: ignore[misc]
     with pytest.raises(TypeError):
-        case["layerMS"] = 0.0  # type: ignore[index]
+        case.windows["combined"] = ()  # type: ignore[index]  # nested values are read-only
     with pytest.raises(AttributeError):
-        case["caveats"].append({"code": "x"})  # a tuple: nested values are read-only too
+        case.windows["combined"].append(1.0)  # type: ignore[attr-defined]  # a tuple
     with pytest.raises(TypeError):
         view.meta["gpu"] = "other"  # type: ignore[index]
     with pytest.raises(TypeError):
@@ -259,7 +262,7 @@ def test_the_cache_hands_out_read_only_reports(session: Session, reference_id: i
     # view's, nor the cached report.
     view.rows[0]["layerMS"] = -1.0
     again = report_view.report_view(reports, session, reference_id, CaseFilter())
-    assert again.rows[0]["layerMS"] == pytest.approx(case["layerMS"], rel=1e-5)
+    assert again.rows[0]["layerMS"] == pytest.approx(case.layerMS, rel=1e-5)
     assert reports.report(session, reference_id) is reports.report(session, reference_id)
 
 
@@ -442,7 +445,7 @@ def test_case_page_shows_every_field(
 
 def test_a_case_size_never_measured_draws_no_bar(reference: dict[str, Any]) -> None:
     case = {**reference["cases"][0], "slotBytes": None, "hostScratchBytes": 0}
-    bar = figures.case_memory_spec(case)["data"][0]
+    bar = figures.case_memory_spec(view(case))["data"][0]
     sizes = dict(zip(bar["x"], bar["y"], strict=True))
     assert sizes["arena slot"] is None and sizes["host scratch"] == 0
 
@@ -611,7 +614,7 @@ def test_page_texts_read_the_regression_settings_they_describe() -> None:
 
     unjudged = ReportMarks({}, 0, Settings(min_points=7))
     assert "No case has 7 earlier reports" in " ".join(texts(
-        moved_cases_section(against_history(unjudged, [], []))))
+        moved_cases_section(against_history(unjudged, []))))
     point = {"status": "insufficient_history", "baselinePoints": 1}
     assert verdict_text(point) == f"fewer than {MIN_BASELINE_POINTS} earlier points (1)"
 

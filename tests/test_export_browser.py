@@ -23,6 +23,7 @@ from plotly.offline import get_plotlyjs
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.remote.webdriver import WebDriver
 from sqlalchemy.orm import Session
+from views import views
 
 from app import figures
 from app.case_fields import CaseFilter
@@ -283,7 +284,7 @@ def _page_text(path: Path, page: int) -> str:
 
 
 def _bottom_axis_title(chart: figures.Chart) -> str:
-    layout = chart.make(_REFERENCE["cases"], _REFERENCE["meta"])["layout"]
+    layout = chart.make(views(_REFERENCE["cases"]), _REFERENCE["meta"])["layout"]
     axes = [k for k in layout if re.fullmatch(r"xaxis\d*", k)]
     return str(layout[max(axes, key=lambda k: int(k[5:] or 1))]["title"]["text"])
 

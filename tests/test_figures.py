@@ -9,6 +9,7 @@ from typing import Any
 import plotly.graph_objects as go
 import pytest
 from live import REPO
+from views import view, views
 
 from app import figures
 from app.services import chart_panels
@@ -34,11 +35,11 @@ def cases(reference: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def report_figures(cases: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, go.Figure]:
-    return {chart.key: chart.build(cases, meta) for chart in figures.CHARTS}
+    return {chart.key: chart.build(views(cases), meta) for chart in figures.CHARTS}
 
 
 def case_figures(case: dict[str, Any]) -> dict[str, go.Figure]:
-    return {key: figures.to_figure(spec) for key, spec in figures.case_specs(case).items()}
+    return {key: figures.to_figure(spec) for key, spec in figures.case_specs(view(case)).items()}
 
 
 @pytest.fixture
@@ -246,7 +247,7 @@ def test_scaling_lines_join_only_matching_configurations(
             fixed = {custom[1] for _, _, custom in line}
             assert len(fixed) == 1 and f"mode={members[0]['mode']}" in fixed.pop()
             drawn[vary] += 1
-    assert drawn == {vary: len(figures.matching_series(cases, vary)) for vary in drawn}
+    assert drawn == {vary: len(figures.matching_series(views(cases), vary)) for vary in drawn}
     assert seen == {"F", "ep"}
     assert fig.layout.xaxis.title.text == "expert width F"
     assert fig.layout.xaxis2.title.text == "EP (ranks)"
@@ -335,12 +336,12 @@ def test_legend_can_be_left_to_the_page(
     cases: list[dict[str, Any]], reference: dict[str, Any]
 ) -> None:
     for chart in figures.CHARTS:
-        alone = chart.build(cases, reference["meta"])
+        alone = chart.build(views(cases), reference["meta"])
         assert alone.layout.showlegend is None  # plotly's default: shown
-        bare = chart.make(cases, reference["meta"], legend=False)
+        bare = chart.make(views(cases), reference["meta"], legend=False)
         # The page's shared legend names styles; the phases' own legend stays on its chart.
         assert bare["layout"].get("showlegend") is (None if chart.own_legend else False)
-        assert bare["data"] == chart.spec(cases, reference["meta"])["data"]
+        assert bare["data"] == chart.spec(views(cases), reference["meta"])["data"]
 
 
 BUNDLE = REPO / "static" / "vendor" / "plotly-cartesian.min.js"
@@ -359,8 +360,8 @@ def test_the_dashboards_plotly_bundle_draws_every_trace_the_builders_make(
     assert header.group(1) == get_plotlyjs_version().rsplit(".", 1)[0], \
         "plotly was upgraded: run `make plotly-bundle`"
     registered = set(re.findall(r'moduleType:"trace",name:"([a-z0-9]+)"', text))
-    specs = [chart.spec(cases, reference["meta"]) for chart in figures.CHARTS]
-    specs += [spec for case in cases for spec in figures.case_specs(case).values()]
+    specs = [chart.spec(views(cases), reference["meta"]) for chart in figures.CHARTS]
+    specs += [spec for case in cases for spec in figures.case_specs(view(case)).values()]
     used = {trace["type"] for spec in specs for trace in spec["data"]}
     assert used and used <= registered, used - registered
 
@@ -371,7 +372,7 @@ def test_memory_panels_of_a_small_inference_view(
     """Few cases: their configurations label the bottom panel only; no training case:
     the saved-bytes panel is left out and the title says why."""
     inference = [c for c in cases if c["mode"] == "inference"][:6]
-    layout = figures.memory_spec(inference, reference["meta"])["layout"]
+    layout = figures.memory_spec(views(inference), reference["meta"])["layout"]
     # EP8 i1 in four variants, then EP8 i4 in two: two configurations, on the arena panel,
     # now the bottom one.
     assert layout["xaxis2"]["ticktext"] == ["EP8<br>F3072<br>i1", "EP8<br>F3072<br>i4"]
@@ -379,7 +380,7 @@ def test_memory_panels_of_a_small_inference_view(
     assert "xaxis3" not in layout and "yaxis3" not in layout
     assert layout["title"]["text"] == (
         "Memory (saved activations left out: no training case in view)")
-    mixed = figures.memory_spec(cases, reference["meta"])["layout"]
+    mixed = figures.memory_spec(views(cases), reference["meta"])["layout"]
     assert mixed["title"]["text"] == "Memory" and mixed["xaxis2"]["showticklabels"] is False
     assert len(mixed["xaxis3"]["ticktext"]) == 18
 
@@ -389,11 +390,11 @@ def test_an_empty_scaling_panel_says_why(
 ) -> None:
     one_f = [c for c in cases if c["category"] == "single_layer" and c["ep"] == 8]
     assert {c["F"] for c in one_f} == {3072}  # nothing varies F alone here; EP is fixed too
-    spec = figures.scaling_spec(one_f, reference["meta"])
+    spec = figures.scaling_spec(views(one_f), reference["meta"])
     notes = {a["text"] for a in spec["layout"]["annotations"]}
     assert notes == {"no cases in view differ only in F", "no cases in view differ only in EP"}
     assert {t["xaxis"] for t in spec["data"]} == {"x", "x2"}  # both panels keep their axes
-    full = figures.scaling_spec(cases, reference["meta"])
+    full = figures.scaling_spec(views(cases), reference["meta"])
     assert full["layout"]["annotations"] == []
 
 
@@ -404,7 +405,7 @@ OPTIONAL_MEASURES = ("nvlinkTXGBps", "nvlinkRXGBps", "nvlinkMaxTXGBps", "nvlinkM
 
 
 def chart_notes(cases: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, set[str]]:
-    return {chart.key: {a["text"] for a in chart.spec(cases, meta)["layout"]
+    return {chart.key: {a["text"] for a in chart.spec(views(cases), meta)["layout"]
                         .get("annotations", [])} for chart in figures.CHARTS}
 
 
@@ -436,7 +437,7 @@ def test_an_empty_chart_says_why(reference: dict[str, Any]) -> None:
         notes["percent-of-peak"]
     assert {"no case in view has PyTorch peaks", "no case in view has arena sizes"} <= \
         notes["memory"]
-    arena = [t for t in figures.memory_spec(cases, bare["meta"])["data"]
+    arena = [t for t in figures.memory_spec(views(cases), bare["meta"])["data"]
              if t.get("yaxis") == "y2"]
     assert arena and all(y is None for t in arena for y in t["y"])
     # The reference's runner predates phaseMS: its phase chart says so.
@@ -455,7 +456,7 @@ def test_phase_chart_stacks_each_cases_phases(cases: list[dict[str, Any]],
     view[0].update(phaseMS={"dispatch": 0.25, "experts": 1.5, "combine": 0.5},
                    dispatchGBps=410.0, combineGBps=380.5)
     view[2].update(phaseMS={"dispatch": 0.125, "experts": 0.75, "combine": 0.0625})
-    spec = figures.phases_spec(view, reference["meta"])
+    spec = figures.phases_spec(views(view), reference["meta"])
     assert spec["layout"]["barmode"] == "stack"
     bars = {t["name"]: t["y"] for t in spec["data"]}
     # Above in ms; below as % of each case's forward time, by hand.
@@ -474,7 +475,7 @@ def test_phase_chart_stacks_each_cases_phases(cases: list[dict[str, Any]],
     # A quantized dispatch's quantize phase stacks first, only when a case has one.
     view[1].update(phaseMS={"quantize": 0.5, "dispatch": 0.25, "experts": 1.0,
                             "combine": 0.25})
-    quantized = figures.phases_spec(view, reference["meta"])
+    quantized = figures.phases_spec(views(view), reference["meta"])
     assert [t["name"] for t in quantized["data"] if t.get("yaxis") != "y2"] == [
         "quantize", "dispatch", "experts", "combine"]
     assert quantized["data"][0]["y"] == [None, 0.5, None]
@@ -536,7 +537,7 @@ def test_roof_distances_are_the_busiest_ranks_share_of_each_roof(
     from app.figures.roofline import roof_distances
     case = next(c for c in cases
                 if c["id"] == "training-ep32-bf16-standard-single_layer-F3072-i4")
-    got = roof_distances(case, reference["meta"])
+    got = roof_distances(view(case), reference["meta"])
     rows = case["receiveRows"]
     rate = case["usefulTFPerGPU"] * max(rows) / (sum(rows) / len(rows))
     # compute: of the 2500 bf16 peak; HBM: the busiest rank's bytes over 8000 GB/s (its
@@ -553,7 +554,7 @@ def test_case_phase_chart_shows_quantize_and_the_backward_phases() -> None:
     case = {"id": "t", "precision": "bf16", "forwardMS": 3.0, "backwardMS": 5.0,
             "phaseMS": {"dispatch": 0.5, "experts": 1.5, "combine": 0.25, "quantize": 0.125},
             "backwardPhaseMS": {"combine": 0.75, "experts": 3.0, "dispatch": 0.5}}
-    (bar,) = case_phases_spec(case)["data"]
+    (bar,) = case_phases_spec(view(case))["data"]
     assert list(bar["x"]) == ["quantize", "dispatch", "experts", "combine", "layer (forward)",
                               "bwd combine", "bwd experts", "bwd dispatch", "layer (bwd)"]
     assert list(bar["y"]) == [0.125, 0.5, 1.5, 0.25, 3.0, 0.75, 3.0, 0.5, 5.0]
@@ -565,7 +566,7 @@ def test_case_phase_chart_puts_the_in_layer_view_beside_each_phase_alone() -> No
     case = {"id": "t", "precision": "mxfp8", "forwardMS": 2.0,
             "phaseMS": {"dispatch": 0.5, "experts": 1.5, "combine": 0.75},
             "inLayerPhaseMS": {"combine": 0.25, "dispatch": 0.375, "experts": 1.25}}
-    spec = case_phases_spec(case)
+    spec = case_phases_spec(view(case))
     inside, alone = spec["data"]
     assert (inside["name"], alone["name"]) == ("inside the layer", "each phase alone")
     assert list(inside["x"]) == ["dispatch", "experts", "combine"]
@@ -578,7 +579,7 @@ def test_case_phase_chart_puts_the_in_layer_view_beside_each_phase_alone() -> No
 def test_case_charts_draw_no_phase_bar_without_phases_and_fit_the_windows() -> None:
     case = {"id": "c", "mode": "inference", "precision": "bf16", "receiveRows": [4, 4],
             "windows": {"combined": [2.00, 2.13, 2.06]}}
-    specs = figures.case_specs(case)
+    specs = figures.case_specs(view(case))
     assert "phases" not in specs
     # 6.5 % between the windows must show: the axis is not forced to start at 0.
     assert specs["windows"]["layout"]["yaxis"]["rangemode"] == "normal"
@@ -586,7 +587,7 @@ def test_case_charts_draw_no_phase_bar_without_phases_and_fit_the_windows() -> N
     assert layout.yaxis.rangemode == "normal"
     phased = {**case, "phaseMS": {"dispatch": 0.1, "experts": 0.5, "combine": 0.1},
               "forwardMS": 0.8}
-    assert "phases" in figures.case_specs(phased)
+    assert "phases" in figures.case_specs(view(phased))
 
 
 def test_scatter_points_carry_the_number_of_their_case_in_view(
@@ -608,7 +609,7 @@ def test_scatter_points_carry_the_number_of_their_case_in_view(
                 assert number == place[custom[0].split(" · ")[0]]
                 labelled += 1
         assert labelled >= len(cases) // 2, key
-    panels = chart_panels.chart_panels({}, cases, {})
+    panels = chart_panels.chart_panels({}, views(cases), {})
     keys = {p.key: p.point_key for p in panels}
     assert keys["roofline"] == keys["scaling"] == tuple(
         (i + 1, c["id"]) for i, c in enumerate(cases))

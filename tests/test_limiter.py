@@ -15,8 +15,8 @@ from api_helpers import REPORTS
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine, pool, select, text
 
+from app.case_view import case_view
 from app.models import CaseRow, CaveatRow
-from app.services.case_view import case_view
 from app.services.summary import summary_rows
 from db.migrate import downgrade, upgrade
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from api_helpers import REPORTS
 from fastapi.testclient import TestClient
+from views import view as case_view
 
-from app.services.case_view import case_view
 from app.services.summary import best_text, summary_rows
 
 Auth = Callable[[str], dict[str, str]]

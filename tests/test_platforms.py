@@ -7,7 +7,10 @@ from __future__ import annotations
 import copy
 import json
 import math
+from dataclasses import dataclass
 from typing import Any
+
+from views import views
 
 from app.services.platforms import PlatformInput, build_platforms, platform_of
 from ingest.reference import reference_report_text
@@ -19,7 +22,20 @@ def _factor(case: dict[str, Any]) -> float:
         + float(case["F"]) / 100_000
 
 
-def _inputs() -> tuple[PlatformInput, PlatformInput, dict[str, Any], str]:
+@dataclass(frozen=True)
+class Raw:
+    """A platform's report as these tests build it: its cases as the API serves them."""
+
+    platform: Any
+    cases: list[dict[str, Any]]
+
+
+def _build(raws: list[Raw], **options: Any) -> Any:
+    return build_platforms([PlatformInput(r.platform, views(r.cases)) for r in raws],
+                           **options)
+
+
+def _inputs() -> tuple[Raw, Raw, dict[str, Any], str]:
     ref = json.loads(reference_report_text())
     other = copy.deepcopy(ref)
     other["meta"]["gpu"] = "NVIDIA H200"
@@ -29,10 +45,9 @@ def _inputs() -> tuple[PlatformInput, PlatformInput, dict[str, Any], str]:
     for case in other["cases"]:
         if case.get("usefulTFPerGPU") is not None:
             case["usefulTFPerGPU"] *= _factor(case)
-    a = PlatformInput(platform_of(1, ref["meta"]["gpu"], ref["meta"]["date"], ref["meta"]),
-                      ref["cases"])
-    b = PlatformInput(platform_of(9, "NVIDIA H200", "2026-11-01", other["meta"]),
-                      other["cases"])
+    a = Raw(platform_of(1, ref["meta"]["gpu"], ref["meta"]["date"], ref["meta"]),
+            ref["cases"])
+    b = Raw(platform_of(9, "NVIDIA H200", "2026-11-01", other["meta"]), other["cases"])
     return a, b, ref, dropped["id"]
 
 
@@ -48,7 +63,7 @@ def _row_key(row: Any) -> tuple[Any, ...]:
 
 def test_ratios_match_known_factors_and_missing_is_not_run() -> None:
     a, b, ref, dropped_id = _inputs()
-    page = build_platforms([a, b], baseline=0)
+    page = _build([a, b], baseline=0)
     assert page.total == len(ref["cases"])
     assert page.matched == len(ref["cases"]) - 1
     assert [p.gpu for p in page.platforms] == [ref["meta"]["gpu"], "NVIDIA H200"]
@@ -70,7 +85,7 @@ def test_ratios_match_known_factors_and_missing_is_not_run() -> None:
 
 def test_geometric_means_per_mode_and_precision() -> None:
     a, b, ref, dropped_id = _inputs()
-    page = build_platforms([a, b])
+    page = _build([a, b])
     expected: dict[tuple[str, str], list[float]] = {}
     for case in ref["cases"]:
         if case["id"] != dropped_id and case.get("usefulTFPerGPU"):
@@ -86,7 +101,7 @@ def test_geometric_means_per_mode_and_precision() -> None:
 
 def test_winner_is_the_faster_platform_and_baseline_can_change() -> None:
     a, b, ref, _ = _inputs()
-    page = build_platforms([a, b], baseline=1)
+    page = _build([a, b], baseline=1)
     assert page.baseline == 1
     for row in page.rows:
         tfs = [c.useful_tf for c in row.cells]
@@ -99,7 +114,7 @@ def test_winner_is_the_faster_platform_and_baseline_can_change() -> None:
 
 def test_same_shape_is_not_marked() -> None:
     a, _, _, _ = _inputs()
-    page = build_platforms([a, a])
+    page = _build([a, a])
     assert not any(r.shape_differs for r in page.rows)
     assert page.matched == page.total
 
@@ -111,7 +126,7 @@ def test_csv_and_markdown_carry_the_ratios_and_not_run() -> None:
     from app.services.platforms_text import platforms_csv, platforms_markdown
 
     a, b, ref, dropped_id = _inputs()
-    page = build_platforms([a, b])
+    page = _build([a, b])
     rows = list(csv.DictReader(io.StringIO(platforms_csv(page))))
     assert len(rows) == 2 * len(ref["cases"])
     dropped = next(c for c in ref["cases"] if c["id"] == dropped_id)
@@ -253,7 +268,7 @@ def test_tf_per_watt_where_gpu_state_has_power() -> None:
     a, b, _, _ = _inputs()
     case = dict(b.cases[0])
     case["gpuState"] = {"powerMaxW": 1000.0}
-    page = build_platforms([a, PlatformInput(b.platform, [case, *b.cases[1:]])])
+    page = _build([a, Raw(b.platform, [case, *b.cases[1:]])])
     row = next(r for r in page.rows if _row_key(r) == _key(case))
     assert math.isclose(row.cells[1].tf_per_watt or 0, case["usefulTFPerGPU"] / 1000.0)
     assert row.cells[0].tf_per_watt is None
@@ -288,7 +303,7 @@ def _ingest(session: Any, *bodies: dict[str, Any]) -> list[int]:
 
 def test_bars_hold_each_platforms_best_variant_per_configuration() -> None:
     a, b, ref, dropped_id = _inputs()
-    page = build_platforms([a, b])
+    page = _build([a, b])
     best: dict[tuple[str, str, str], list[float | None]] = {}
     for case in ref["cases"]:
         label = f"EP{case['ep']} F{case['F']} i{float(case['imbalance']):g}"
@@ -377,7 +392,7 @@ def test_compare_across_gpus_matches_by_configuration_and_says_so(
     for row in result.rows:
         # Paired with the reference case of its configuration (its id, less our prefix);
         # the layer time was left as posted (only throughput scaled): the ratio is 1.
-        assert row.base["id"] == row.case_id.removeprefix("h200-")
+        assert row.base.id == row.case_id.removeprefix("h200-")
         assert math.isclose(row.ratio, 1.0)
     same = compare_reports(session, base, base)
     assert same.headline is None and len(same.rows) == n
@@ -444,7 +459,7 @@ def _config(case: dict[str, Any]) -> tuple[Any, ...]:
     return (case["mode"], case["ep"], case["category"], case["F"], float(case["imbalance"]))
 
 
-def _tied_inputs() -> tuple[PlatformInput, PlatformInput]:
+def _tied_inputs() -> tuple[Raw, Raw]:
     """_inputs, the H200's cases given a 3 % window spread, and one configuration's
     fastest H200 case set 1.5 % under the GB300's fastest there: a tie within noise."""
     from ingest.ties import NEVER_BEST
@@ -457,10 +472,10 @@ def _tied_inputs() -> tuple[PlatformInput, PlatformInput]:
     fastest = max((c for c in cases if _config(c) == target),
                   key=lambda c: float(c["usefulTFPerGPU"]))
     fastest["usefulTFPerGPU"] = top * 0.985
-    return a, PlatformInput(b.platform, cases)
+    return a, Raw(b.platform, cases)
 
 
-def _expected_winners(inputs: list[PlatformInput]) -> dict[tuple[Any, ...], dict[str, Any]]:
+def _expected_winners(inputs: list[Raw]) -> dict[tuple[Any, ...], dict[str, Any]]:
     """Per configuration, computed from the cases alone: each (platform, variant)'s useful
     TF/GPU (None: not run), the fastest eligible cell and those within the larger noise."""
     from ingest.ties import NEVER_BEST
@@ -489,7 +504,7 @@ def _expected_winners(inputs: list[PlatformInput]) -> dict[tuple[Any, ...], dict
 
 def test_winner_matrix_a_row_per_configuration_variants_under_each_platform() -> None:
     a, b = _tied_inputs()
-    page = build_platforms([a, b], baseline=0)
+    page = _build([a, b], baseline=0)
     matrix = page.winners
     variants = {(c["precision"], c["pipeline"]) for c in a.cases}
     # Platform by platform, each with one column per variant any picked report ran.
@@ -526,7 +541,7 @@ def test_winner_matrix_in_markdown_csv_and_page_texts() -> None:
     from app.services import platforms_text as texts
 
     a, b = _tied_inputs()
-    page = build_platforms([a, b])
+    page = _build([a, b])
     matrix = page.winners
     text = texts.platforms_markdown(page)
     head = next(line for line in text.splitlines() if line.startswith("| configuration |"))

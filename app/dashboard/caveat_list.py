@@ -10,18 +10,18 @@ from collections.abc import Sequence
 
 from dash import dcc, html
 
-from app.case_fields import CaseDict
+from app.case_view import CaseView
 from app.dashboard import links
 from ingest.derived import CAVEAT_CODES, CAVEAT_MEANINGS
 
 LINKED = 100  # cases linked per caveat
 
 
-def caveat_list(report_id: int, cases: Sequence[CaseDict]) -> list[html.Div]:
+def caveat_list(report_id: int, cases: Sequence[CaseView]) -> list[html.Div]:
     carrying: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for case in cases:
-        for caveat in case.get("caveats") or []:
-            carrying[str(caveat["code"])].append((str(case["id"]), str(caveat["message"])))
+        for caveat in case.caveats:
+            carrying[caveat.code].append((case.id, caveat.message))
     known = [c for c in CAVEAT_CODES if c in carrying]
     codes = known + sorted(set(carrying) - set(known))
     if not codes:

@@ -3,12 +3,13 @@ Dash renders children as text, never as HTML."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from dash import dcc, html
 
 from app import figures
+from app.case_view import CaseView
 from ingest.derived import CAVEAT_MEANINGS, ReportNote
 
 GRAPH_CONFIG: Any = {"displaylogo": False, "responsive": True}
@@ -63,12 +64,12 @@ _GLYPHS = {"circle": "\u25cf", "square": "\u25a0", "diamond": "\u25c6",
            "x": "\u2716", "star": "\u2605", "hexagon": "\u2b22", "pentagon": "\u2b1f"}
 
 
-def style_legend(cases: Sequence[Mapping[str, Any]]) -> list[Any]:
+def style_legend(cases: Sequence[CaseView]) -> list[Any]:
     """One legend for all the charts: colour and marker shape per precision, a mark inside
     the marker (and bar hatching) per pipeline, from the mapping functions the figures
     use."""
-    precisions = sorted({str(c["precision"]) for c in cases})
-    pipelines = sorted({str(c["pipeline"]) for c in cases})
+    precisions = sorted({c.precision for c in cases})
+    pipelines = sorted({c.pipeline for c in cases})
     colours = []
     for p in precisions:
         shape = figures.precision_symbol(p)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.case_fields import TABLED, CaseDict, CaseFilter
+from app.case_fields import TABLED, CaseFilter
+from app.case_view import CaseView
 from app.export.document import export_spec, render
 from app.export.footer import Footer
 from app.services.case_table import table_row
@@ -24,7 +25,7 @@ class Cell:
     title: str = ""  # the limiter's cell: what bounds the case, in words
 
 
-def _cells(case: CaseDict, bound: tuple[str, str]) -> list[Cell]:
+def _cells(case: CaseView, bound: tuple[str, str]) -> list[Cell]:
     """``bound``: what bounds the case, the sentence (the limiter cell's title) and its
     short form, which the cell prints after the limiter (paper shows no title)."""
     row = table_row(case)
@@ -77,7 +78,7 @@ def report_html(page: ReportPage, footer: Footer) -> str:
         summary=page.summary, panels=view.panels, chart_id=chart_id,
         matrices=page.matrices(), matrix_metric=page.metric, meanings=CAVEAT_MEANINGS,
         columns=[(f.wire, f.label) for f in TABLED],
-        rows=[(_cells(case, bounds[str(case["id"])]), [c["code"] for c in case.get("caveats", [])])
+        rows=[(_cells(case, bounds[str(case.id)]), [c.code for c in case.caveats])
               for case in view.cases],
         history=page.history if page.history.judged_in_view else None,
         footer=footer, fmt=_fmt, best_text=best_text,

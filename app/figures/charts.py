@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from app.case_fields import CaseDict
+from app.case_view import CaseView
 from app.figures.layout import to_figure
 from app.figures.panel_charts import memory_spec, routing_spec, scaling_spec
 from app.figures.report_charts import (
@@ -27,17 +27,17 @@ from app.figures.style import Meta, Spec
 class Chart:
     key: str
     title: str
-    spec: Callable[[Sequence[CaseDict], Meta], Spec]
+    spec: Callable[[Sequence[CaseView], Meta], Spec]
     notes: tuple[str, ...]  # the meta notes that qualify it (placementNote: see below)
     # Why a view has nothing for it to show ('' when it has): the page then leaves it out.
-    absent: Callable[[Sequence[CaseDict]], str] = lambda cases: ""
+    absent: Callable[[Sequence[CaseView]], str] = lambda cases: ""
     # Its legend is of something the page's shared legend of styles does not name (the
     # phases): kept on the chart.
     own_legend: bool = False
     # Its points carry numbers (figures.point_key): the chart is shown with the key.
     keyed: bool = False
 
-    def make(self, cases: Sequence[CaseDict], meta: Meta, *, legend: bool = True) -> Spec:
+    def make(self, cases: Sequence[CaseView], meta: Meta, *, legend: bool = True) -> Spec:
         """The chart's spec; ``legend=False`` for a page that shows one shared legend of
         the styles instead (plotly lays out each legend anew, a large part of drawing)."""
         spec = self.spec(cases, meta)
@@ -45,12 +45,12 @@ class Chart:
             spec["layout"]["showlegend"] = False
         return spec
 
-    def build(self, cases: Sequence[CaseDict], meta: Meta, *, legend: bool = True) -> go.Figure:
+    def build(self, cases: Sequence[CaseView], meta: Meta, *, legend: bool = True) -> go.Figure:
         return to_figure(self.make(cases, meta, legend=legend))
 
 
-def _no_phases(cases: Sequence[CaseDict]) -> str:
-    if any(c.get("phaseMS") for c in cases):
+def _no_phases(cases: Sequence[CaseView]) -> str:
+    if any(c.phaseMS for c in cases):
         return ""
     return "no case in view has per-phase times (phaseMS: the runner did not time phases)"
 

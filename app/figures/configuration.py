@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 from typing import Any
 
-from app.case_fields import CaseDict
+from app.case_view import CaseView
 
 # Known values first, in the order an engineer reads them; others follow alphabetically.
 _ORDER = {
@@ -43,17 +43,17 @@ class Configuration:
 ConfigurationFields = tuple[str, int, str, int, float]  # Configuration's, in order
 
 
-def configuration_fields(case: CaseDict) -> ConfigurationFields:
-    return (str(case["mode"]), int(case["ep"]), str(case["category"]), int(case["F"]),
-            float(case["imbalance"]))
+def configuration_fields(case: CaseView) -> ConfigurationFields:
+    return (str(case.mode), int(case.ep), str(case.category), int(case.F),
+            float(case.imbalance))
 
 
-def configuration(case: CaseDict) -> Configuration:
+def configuration(case: CaseView) -> Configuration:
     return Configuration(*configuration_fields(case))
 
 
-def variant(case: CaseDict) -> tuple[str, str]:
-    return str(case["precision"]), str(case["pipeline"])
+def variant(case: CaseView) -> tuple[str, str]:
+    return str(case.precision), str(case.pipeline)
 
 
 def variant_key(pair: tuple[str, str]) -> tuple[Any, ...]:
@@ -85,11 +85,11 @@ class Placement:
     groups: list[Group]
 
 
-def placement(cases: Sequence[CaseDict]) -> Placement:
+def placement(cases: Sequence[CaseView]) -> Placement:
     # Each case read once, its configuration as a plain tuple, a Configuration made per
     # distinct one: every per-case chart places its cases, 15 times a filter change, and at
     # 5,000 cases a dataclass per case was half the cost.
-    keys = [(str(c["id"]), configuration_fields(c), variant(c)) for c in cases]
+    keys = [(str(c.id), configuration_fields(c), variant(c)) for c in cases]
     variants = sorted({v for _, _, v in keys}, key=variant_key)
     column = {v: i for i, v in enumerate(variants)}
     configs = sorted((Configuration(*k) for k in {k for _, k, _ in keys}),

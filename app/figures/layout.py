@@ -8,7 +8,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from app.case_fields import CaseDict
+from app.case_view import CaseView
 from app.figures.configuration import placement
 from app.figures.style import PALETTE, Spec, Trace, text
 
@@ -58,7 +58,7 @@ def _has_points(data: Sequence[Trace]) -> bool:
     return False
 
 
-def missing(cases: Sequence[CaseDict], what: str) -> str:
+def missing(cases: Sequence[CaseView], what: str) -> str:
     """The empty chart's message: no case at all, or none with ``what``."""
     return f"no case in view has {what}" if cases else "no case in view"
 
@@ -85,7 +85,7 @@ MAX_LABELLED_CONFIGURATIONS = 40
 _GROUP_LINE = {"color": "#9ca3af", "width": 1, "dash": "dot"}
 
 
-def case_frame(cases: Sequence[CaseDict], *, shapes: Sequence[Any] = (),
+def case_frame(cases: Sequence[CaseView], *, shapes: Sequence[Any] = (),
                annotations: Sequence[Any] = (), axis: str = "x") -> dict[str, Any]:
     """The layout of a per-case chart's x axis (``axis``): one tick per configuration
     (``EP8 F3072 i1``), its precision x pipeline variants side by side around it, the

@@ -7,7 +7,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from app.case_fields import FILTERABLE, CaseDict
+from app.case_fields import FILTERABLE
+from app.case_view import CaseView
 from app.figures.configuration import configuration, placement
 from app.figures.layout import (
     case_frame,
@@ -35,12 +36,12 @@ from app.figures.style import (
 from app.figures.traces import hover, hover_data, hover_id, scatter
 
 
-def _saved_stats(case: CaseDict) -> tuple[float, float, float]:
-    saved = case["savedBytes"]
+def _saved_stats(case: CaseView) -> tuple[float, float, float]:
+    saved = case.savedBytes
     return min(saved) / GIB, sum(saved) / len(saved) / GIB, max(saved) / GIB
 
 
-def _memory_traces(cases: Sequence[CaseDict], pos: dict[str, float], width: float
+def _memory_traces(cases: Sequence[CaseView], pos: dict[str, float], width: float
                    ) -> list[Trace]:
     """The peaks (top panel) and the arena's slot and scratch (middle panel)."""
     data: list[Trace] = []
@@ -48,22 +49,22 @@ def _memory_traces(cases: Sequence[CaseDict], pos: dict[str, float], width: floa
                   "reserved peak %{customdata[2]:.2f} GiB")
     for key, group in grouped(cases).items():
         name = series_name(key)
-        x = [pos[str(c["id"])] for c in group]
-        custom = hover_data(group, lambda c: c.get("allocatedPeakGiB"),
-                            lambda c: c.get("reservedPeakGiB"))
-        data.append(scatter(group, key, x, [c.get("allocatedPeakGiB") for c in group],
+        x = [pos[str(c.id)] for c in group]
+        custom = hover_data(group, lambda c: c.allocatedPeakGiB,
+                            lambda c: c.reservedPeakGiB)
+        data.append(scatter(group, key, x, [c.allocatedPeakGiB for c in group],
                             custom, peaks, name=f"{name} allocated"))
-        data.append(scatter(group, key, x, [c.get("reservedPeakGiB") for c in group],
+        data.append(scatter(group, key, x, [c.reservedPeakGiB for c in group],
                             custom, peaks, name=f"{name} reserved",
                             marker=marker(key, open_=True)))
-        arena = hover_data(group, lambda c: (c.get("slotBytes") or 0) / GIB,
-                           lambda c: (c.get("scratchBytes") or 0) / GIB,
-                           lambda c: (c.get("arenaBytes") or 0) / GIB)
+        arena = hover_data(group, lambda c: (c.slotBytes or 0) / GIB,
+                           lambda c: (c.scratchBytes or 0) / GIB,
+                           lambda c: (c.arenaBytes or 0) / GIB)
         for field, opacity in (("slotBytes", 1.0), ("scratchBytes", 0.5)):
             data.append({
                 # A missing size draws no bar: a bar of 0 GiB would claim a measurement.
                 "type": "bar", "x": x, "width": width,
-                "y": [None if c.get(field) is None else c[field] / GIB for c in group],
+                "y": [None if c.value(field) is None else c.value(field) / GIB for c in group],
                 "name": f"{name} {field[:-5]}", "legendgroup": name, "showlegend": False,
                 "opacity": opacity, "marker": bar_marker(key), "xaxis": "x2", "yaxis": "y2",
                 "customdata": arena, "hovertemplate": hover(
@@ -73,15 +74,15 @@ def _memory_traces(cases: Sequence[CaseDict], pos: dict[str, float], width: floa
     return data
 
 
-def _saved_traces(cases: Sequence[CaseDict], pos: dict[str, float]) -> list[Trace]:
+def _saved_traces(cases: Sequence[CaseView], pos: dict[str, float]) -> list[Trace]:
     """Training's saved bytes per rank (bottom panel): the mean, a bar from min to max."""
     data: list[Trace] = []
-    for key, group in grouped(c for c in cases if c.get("savedBytes")).items():
+    for key, group in grouped(c for c in cases if c.savedBytes).items():
         stats = [_saved_stats(c) for c in group]
-        custom = [[hover_id(c), lo, hi, len(c["savedBytes"])]
+        custom = [[hover_id(c), lo, hi, len(c.savedBytes)]
                   for c, (lo, _, hi) in zip(group, stats, strict=True)]
         data.append(scatter(
-            group, key, [pos[str(c["id"])] for c in group], [mid for _, mid, _ in stats],
+            group, key, [pos[str(c.id)] for c in group], [mid for _, mid, _ in stats],
             custom, hover("saved per rank: mean %{y:.3f} GiB, min %{customdata[1]:.3f}, "
                           "max %{customdata[2]:.3f}", "%{customdata[3]} ranks"),
             name=f"{series_name(key)} saved", showlegend=False, xaxis="x3", yaxis="y3",
@@ -92,7 +93,7 @@ def _saved_traces(cases: Sequence[CaseDict], pos: dict[str, float]) -> list[Trac
     return data
 
 
-def _memory_annotations(cases: Sequence[CaseDict], domains: list[list[float]], saved: bool
+def _memory_annotations(cases: Sequence[CaseView], domains: list[list[float]], saved: bool
                         ) -> list[dict[str, Any]]:
     """Each panel's title; a panel with nothing to draw says what is missing."""
     annotations = [
@@ -106,19 +107,19 @@ def _memory_annotations(cases: Sequence[CaseDict], domains: list[list[float]], s
         (("slotBytes", "scratchBytes"), missing(cases, "arena sizes"), domains[1]),
     )
     for fields, message, (low, high) in empty_panels:
-        if not any(c.get(f) is not None for c in cases for f in fields):
+        if not any(c.value(f) is not None for c in cases for f in fields):
             annotations.append(muted(panel_title(message, 0.5, (low + high) / 2)))
     return annotations
 
 
-def memory_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
+def memory_spec(cases: Sequence[CaseView], meta: Meta) -> Spec:
     """6. Peak allocated/reserved GiB; arena slot + scratch; training saved bytes per rank."""
     place = placement(cases)
     data = [*_memory_traces(cases, place.x, place.width * 0.92),
             *_saved_traces(cases, place.x)]
     # The saved-bytes panel only where a training case is in view: an inference-only view
     # leaves it out and the title says why, rather than drawing an empty panel.
-    saved = any(c.get("savedBytes") for c in cases)
+    saved = any(c.savedBytes for c in cases)
     domains: list[list[float]] = ([[0.7, 0.95], [0.36, 0.61], [0.0, 0.27]] if saved
                                   else [[0.55, 0.95], [0.0, 0.4]])
     bottom = "x3" if saved else "x2"
@@ -145,16 +146,16 @@ def memory_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     return figure(data, layout)
 
 
-def routing_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
+def routing_spec(cases: Sequence[CaseView], meta: Meta) -> Spec:
     """7. Received rows per rank (heatmap case x rank) and the observed imbalance."""
-    ranks = max((len(c.get("receiveRows") or []) for c in cases), default=0)
+    ranks = max((len(c.receiveRows) for c in cases), default=0)
     place = placement(cases)
-    cases = sorted(cases, key=lambda c: place.x[str(c["id"])])  # as on the other charts
+    cases = sorted(cases, key=lambda c: place.x[str(c.id)])  # as on the other charts
     label = _routing_labels(cases, len({c.category for c in place.configurations}) > 1)
-    ids = [label[str(c["id"])] for c in cases]
+    ids = [label[str(c.id)] for c in cases]
     z = []
     for c in cases:
-        rows = c.get("receiveRows") or []
+        rows = c.receiveRows
         z.append([rows[r] if r < len(rows) else None for r in range(ranks)])
     data: list[Trace] = [{
         "type": "heatmap", "z": z, "x": list(range(ranks)), "y": ids, "name": "received rows",
@@ -168,8 +169,8 @@ def routing_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     }]
     for key, group in grouped(cases).items():
         data.append(scatter(
-            group, key, [c.get("observedImbalance") for c in group],
-            [label[str(c["id"])] for c in group], hover_data(group, lambda c: c["imbalance"]),
+            group, key, [c.observedImbalance for c in group],
+            [label[str(c.id)] for c in group], hover_data(group, lambda c: c.imbalance),
             hover("observed imbalance %{x:.2f} (max / mean received rows)",
                   "requested imbalance %{customdata[1]}"),
             xaxis="x2", yaxis="y2"))
@@ -191,11 +192,11 @@ def routing_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     return figure(data, layout, empty=missing(cases, "received rows per rank"))
 
 
-def _routing_labels(cases: Sequence[CaseDict], with_category: bool) -> dict[str, str]:
-    """CaseDict id -> ``training EP32 F3072 i1 · bf16 standard``; the id where two would
+def _routing_labels(cases: Sequence[CaseView], with_category: bool) -> dict[str, str]:
+    """CaseView id -> ``training EP32 F3072 i1 · bf16 standard``; the id where two would
     share a label (a heatmap row per label)."""
-    labels = {str(c["id"]): text(f"{c['mode']} {configuration(c).label(with_category)} · "
-                                 f"{c['precision']} {c['pipeline']}") for c in cases}
+    labels = {str(c.id): text(f"{c.mode} {configuration(c).label(with_category)} · "
+                                 f"{c.precision} {c.pipeline}") for c in cases}
     seen: dict[str, int] = defaultdict(int)
     for value in labels.values():
         seen[value] += 1
@@ -210,17 +211,17 @@ _CONFIGURATION = tuple(f.wire for f in FILTERABLE if not f.derived)
 _UNSTYLED = tuple(w for w in _CONFIGURATION if w not in ("precision", "pipeline"))
 
 
-def matching_series(cases: Sequence[CaseDict], vary: str) -> list[list[CaseDict]]:
+def matching_series(cases: Sequence[CaseView], vary: str) -> list[list[CaseView]]:
     """Groups of cases equal in every configuration field but ``vary``, with at least two
     distinct values of it, each sorted by ``vary``."""
-    groups: dict[tuple[Any, ...], list[CaseDict]] = defaultdict(list)
+    groups: dict[tuple[Any, ...], list[CaseView]] = defaultdict(list)
     for case in cases:
-        groups[tuple(case[f] for f in _CONFIGURATION if f != vary)].append(case)
-    return [sorted(g, key=lambda c: c[vary]) for g in groups.values()
-            if len({c[vary] for c in g}) > 1]
+        groups[tuple(case.value(f) for f in _CONFIGURATION if f != vary)].append(case)
+    return [sorted(g, key=lambda c: c.value(vary)) for g in groups.values()
+            if len({c.value(vary) for c in g}) > 1]
 
 
-def scaling_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
+def scaling_spec(cases: Sequence[CaseView], meta: Meta) -> Spec:
     """8. Throughput against F and against EP, each line one matching configuration.
 
     One trace per style and axis, its configurations' lines separated by gaps (``None``),
@@ -229,7 +230,7 @@ def scaling_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     shown: set[str] = set()
     numbers = point_numbers(cases)
     for axis, vary in (("", "F"), ("2", "ep")):
-        lines: dict[tuple[str, str], list[list[CaseDict]]] = defaultdict(list)
+        lines: dict[tuple[str, str], list[list[CaseView]]] = defaultdict(list)
         for series in matching_series(cases, vary):
             lines[series_key(series[0])].append(series)
         for key, styled in lines.items():
@@ -237,17 +238,17 @@ def scaling_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
             x: list[Any] = []
             y: list[Any] = []
             custom: list[list[Any]] = []
-            points: list[CaseDict | None] = []
+            points: list[CaseView | None] = []
             for series in styled:
                 if x:
                     x.append(None)
                     y.append(None)
                     custom.append([None, None])
                     points.append(None)
-                fixed = ", ".join(f"{f}={text(series[0][f])}" for f in _UNSTYLED if f != vary)
-                x.extend(c[vary] for c in series)
-                y.extend(c.get("usefulTFPerGPU") for c in series)
-                custom.extend([text(c["id"]), fixed] for c in series)
+                fixed = ", ".join(f"{f}={text(series[0].value(f))}" for f in _UNSTYLED if f != vary)
+                x.extend(c.value(vary) for c in series)
+                y.extend(c.usefulTFPerGPU for c in series)
+                custom.extend([text(c.id), fixed] for c in series)
                 points.extend(series)
             flat = [c for series in styled for c in series]
             data.append(numbered(scatter(
@@ -272,9 +273,9 @@ def scaling_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
         "Scaling of useful throughput (each line: one matching configuration)",
         "useful TFLOP/s per GPU", annotations=annotations,
         xaxis={"title": titled("expert width F"), "type": "log", "domain": [0.0, 0.46],
-               "anchor": "y", "tickvals": sorted({c["F"] for c in cases})},
+               "anchor": "y", "tickvals": sorted({c.F for c in cases})},
         xaxis2={"title": titled("EP (ranks)"), "type": "log", "domain": [0.54, 1.0],
-                "anchor": "y2", "tickvals": sorted({c["ep"] for c in cases})},
+                "anchor": "y2", "tickvals": sorted({c.ep for c in cases})},
         yaxis2={"title": titled("useful TFLOP/s per GPU"), "anchor": "x2"},
     )
     return figure(data, layout)

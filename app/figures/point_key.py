@@ -6,20 +6,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.case_fields import CaseDict
+from app.case_view import CaseView
 from app.figures.style import Trace
 
 # Small and grey: the numbers must not outweigh the markers they name.
 LABEL_FONT = {"size": 9, "color": "#374151"}
 
 
-def point_numbers(cases: Sequence[CaseDict]) -> dict[str, int]:
+def point_numbers(cases: Sequence[CaseView]) -> dict[str, int]:
     """Case id -> its number, 1-based in view order: the same list gives every keyed chart
     and the key the same numbers."""
-    return {str(c["id"]): i for i, c in enumerate(cases, start=1)}
+    return {str(c.id): i for i, c in enumerate(cases, start=1)}
 
 
-def point_key(cases: Sequence[CaseDict]) -> tuple[tuple[int, str], ...]:
+def point_key(cases: Sequence[CaseView]) -> tuple[tuple[int, str], ...]:
     """The key: (number, case id) in number order."""
     return tuple((n, case_id) for case_id, n in point_numbers(cases).items())
 
@@ -32,6 +32,6 @@ def numbered(trace: Trace, numbers: Sequence[int | None]) -> Trace:
             "textposition": "top center", "textfont": LABEL_FONT}
 
 
-def numbers_of(group: Sequence[CaseDict | None], numbers: dict[str, int]) -> list[int | None]:
+def numbers_of(group: Sequence[CaseView | None], numbers: dict[str, int]) -> list[int | None]:
     """The numbers of a trace's points (``None`` for a gap between lines)."""
-    return [None if c is None else numbers.get(str(c["id"])) for c in group]
+    return [None if c is None else numbers.get(str(c.id)) for c in group]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
-from app.case_fields import CaseDict
+from app.case_view import CaseView
 from app.figures.configuration import placement
 from app.figures.layout import case_frame, chart_layout, figure, hline, missing, titled
 from app.figures.point_key import numbered, numbers_of, point_numbers
@@ -24,26 +24,26 @@ from app.figures.style import (
 from app.figures.traces import hover, hover_data, hover_id, per_case, positions, scatter
 
 
-def throughput_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
+def throughput_spec(cases: Sequence[CaseView], meta: Meta) -> Spec:
     """1. Useful TFLOP/s per GPU per case."""
     data = per_case(
-        cases, lambda c: c.get("usefulTFPerGPU"),
+        cases, lambda c: c.usefulTFPerGPU,
         hover("useful %{y:,.1f} TFLOP/s per GPU", "layer %{customdata[1]:.3f} ms"),
-        lambda c: c.get("layerMS"),
+        lambda c: c.layerMS,
     )
     return figure(data, chart_layout("Useful throughput per GPU", "useful TFLOP/s per GPU",
                                      **case_frame(cases)),
                   empty=missing(cases, "a useful throughput"))
 
 
-def percent_of_peak_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
+def percent_of_peak_spec(cases: Sequence[CaseView], meta: Meta) -> Spec:
     """2. % of the case's precision peak, with the 100 % line."""
     peaks = meta.get("theoreticalTFPerGPU") or {}
     data = per_case(
-        cases, lambda c: c.get("percentOfPeak"),
+        cases, lambda c: c.percentOfPeak,
         hover("%{y:.1f} % of the precision's peak (%{customdata[2]:,} TFLOP/s)",
               "useful %{customdata[1]:,.1f} TFLOP/s per GPU"),
-        lambda c: c.get("usefulTFPerGPU"), lambda c: peaks.get(c["precision"]),
+        lambda c: c.usefulTFPerGPU, lambda c: peaks.get(c.precision),
     )
     shapes, notes = hline(100.0, "100 % of peak")
     return figure(data, chart_layout(
@@ -52,41 +52,41 @@ def percent_of_peak_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
         empty=missing(cases, "a theoretical peak for its precision"))
 
 
-def _window_range(case: CaseDict) -> tuple[float, float]:
-    combined = (case.get("windows") or {}).get("combined") or [case["layerMS"]]
-    return case["layerMS"] - min(combined), max(combined) - case["layerMS"]
+def _window_range(case: CaseView) -> tuple[float, float]:
+    combined = (case.windows or {}).get("combined") or [case.layerMS]
+    return case.layerMS - min(combined), max(combined) - case.layerMS
 
 
-def layer_time_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
+def layer_time_spec(cases: Sequence[CaseView], meta: Meta) -> Spec:
     """3. Layer time: forward and backward stacked, windows' min-max as error bars."""
     place = placement(cases)
     pos, width = place.x, place.width * 0.92
     data: list[Trace] = []
     for key, group in grouped(cases).items():
-        x = [pos[str(c["id"])] for c in group]
+        x = [pos[str(c.id)] for c in group]
         name = series_name(key)
         ids = hover_data(group)
         data.append({
-            "type": "bar", "x": x, "y": [c.get("forwardMS") for c in group], "width": width,
+            "type": "bar", "x": x, "y": [c.forwardMS for c in group], "width": width,
             "name": name + " forward", "legendgroup": name, "marker": bar_marker(key),
             "customdata": ids, "hovertemplate": hover("forward %{y:.3f} ms"),
         })
-        if any(c.get("backwardMS") is not None for c in group):
+        if any(c.backwardMS is not None for c in group):
             data.append({
-                "type": "bar", "x": x, "y": [c.get("backwardMS") for c in group],
+                "type": "bar", "x": x, "y": [c.backwardMS for c in group],
                 "width": width, "name": name + " backward", "legendgroup": name, "opacity": 0.5,
                 "marker": bar_marker(key), "customdata": ids,
                 "hovertemplate": hover("backward %{y:.3f} ms"),
             })
         ranges = [_window_range(c) for c in group]
         data.append({
-            "type": "scatter", "mode": "markers", "x": x, "y": [c["layerMS"] for c in group],
+            "type": "scatter", "mode": "markers", "x": x, "y": [c.layerMS for c in group],
             "name": name + " windows min-max", "legendgroup": name, "showlegend": False,
             "marker": {"color": "#222222", "size": 3},
             "error_y": {"type": "data", "symmetric": False, "array": [r[1] for r in ranges],
                         "arrayminus": [r[0] for r in ranges], "color": "#222222",
                         "thickness": 1.2, "width": 3},
-            "customdata": hover_data(group, lambda c: c.get("windowSpreadPercent")),
+            "customdata": hover_data(group, lambda c: c.windowSpreadPercent),
             "hovertemplate": hover("layer %{y:.3f} ms (median of windows)",
                                    "windows spread %{customdata[1]:.2f} %"),
         })
@@ -95,19 +95,19 @@ def layer_time_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
                                      barmode="stack"), empty=missing(cases, "a layer time"))
 
 
-def nvlink_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
+def nvlink_spec(cases: Sequence[CaseView], meta: Meta) -> Spec:
     """4. NVLink TX and RX: mean over ranks (marker) and max over ranks (error bar top)."""
     pos = positions(cases)
     data: list[Trace] = []
     for key, group in grouped(cases).items():
-        x = [pos[str(c["id"])] for c in group]
+        x = [pos[str(c.id)] for c in group]
         for direction, open_ in (("TX", False), ("RX", True)):
-            mean = [c.get(f"nvlink{direction}GBps") for c in group]
-            top = [c.get(f"nvlinkMax{direction}GBps") for c in group]
+            mean = [c.number(f"nvlink{direction}GBps") for c in group]
+            top = [c.number(f"nvlinkMax{direction}GBps") for c in group]
             up = [t - m if t is not None and m is not None else None
                   for t, m in zip(top, mean, strict=True)]
-            custom = [[hover_id(c), c.get(f"nvlinkMax{direction}GBps"),
-                       c.get(f"nvlink{direction}PercentOfPeak")] for c in group]
+            custom = [[hover_id(c), c.number(f"nvlinkMax{direction}GBps"),
+                       c.number(f"nvlink{direction}PercentOfPeak")] for c in group]
             data.append(scatter(
                 group, key, x, mean, custom,
                 hover(f"{direction} mean %{{y:,.1f}} GB/s, max %{{customdata[1]:,.1f}} "
@@ -125,12 +125,12 @@ def nvlink_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
         empty=missing(cases, "NVLink counters"))
 
 
-def hbm_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
+def hbm_spec(cases: Sequence[CaseView], meta: Meta) -> Spec:
     """5. Analytical HBM bandwidth against the HBM peak."""
     data = per_case(
-        cases, lambda c: c.get("analyticalHBMGBps"),
+        cases, lambda c: c.analyticalHBMGBps,
         hover("analytical HBM %{y:,.1f} GB/s", "%{customdata[1]:.1f} % of the HBM peak"),
-        lambda c: c.get("hbmPercentOfPeak"),
+        lambda c: c.hbmPercentOfPeak,
     )
     peak = meta.get("theoreticalHBMGBps")
     shapes, notes = hline(peak, f"HBM peak {fmt(peak)} GB/s")
@@ -140,13 +140,13 @@ def hbm_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
                   empty=missing(cases, "an analytical HBM bandwidth"))
 
 
-def arithmetic_intensity_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
+def arithmetic_intensity_spec(cases: Sequence[CaseView], meta: Meta) -> Spec:
     """9. Forward FLOPs per logical payload byte (rank 0) against useful throughput."""
-    measured = [c for c in cases if c.get("forwardFlopsPerLogicalPayloadByteRank0")]
+    measured = [c for c in cases if c.forwardFlopsPerLogicalPayloadByteRank0]
     numbers = point_numbers(cases)
     data = [numbered(scatter(group, key,
-                             [c["forwardFlopsPerLogicalPayloadByteRank0"] for c in group],
-                             [c.get("usefulTFPerGPU") for c in group], hover_data(group),
+                             [c.forwardFlopsPerLogicalPayloadByteRank0 for c in group],
+                             [c.usefulTFPerGPU for c in group], hover_data(group),
                              hover("%{x:,.0f} forward FLOP per logical payload byte",
                                    "useful %{y:,.1f} TFLOP/s per GPU")),
                      numbers_of(group, numbers))
@@ -163,17 +163,17 @@ PHASES = (("dispatch", "#4c78a8"), ("experts", "#f58518"), ("combine", "#54a24b"
 QUANTIZE = ("quantize", "#b279a2")
 
 
-def phases_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
+def phases_spec(cases: Sequence[CaseView], meta: Meta) -> Spec:
     """10. Per-phase times (phaseMS: dispatch, experts, combine), stacked per case: in
     milliseconds above, as % of the case's forward time below (a combine that doubles on a
     0.7 ms case shows beside 27 ms training cases); a case without them draws no bar. Its
     own legend: the phases' colours are not the precisions'."""
     place = placement(cases)
-    x = [place.x[str(c["id"])] for c in cases]
+    x = [place.x[str(c.id)] for c in cases]
     data: list[Trace] = []
-    quantized = any("quantize" in (c.get("phaseMS") or {}) for c in cases)
+    quantized = any("quantize" in (c.phaseMS or {}) for c in cases)
     for phase, colour in ((QUANTIZE,) if quantized else ()) + PHASES:
-        values = [(c.get("phaseMS") or {}).get(phase) for c in cases]
+        values = [(c.phaseMS or {}).get(phase) for c in cases]
         custom = hover_data(cases, _configuration, partial(_phase_rate, phase=phase))
         data.append({
             "type": "bar", "x": x, "y": values, "width": place.width * 0.92, "name": phase,
@@ -202,16 +202,16 @@ def phases_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
         empty=missing(cases, "per-phase times (phaseMS)"))
 
 
-def _share(value: float | None, case: CaseDict) -> float | None:
-    forward = case.get("forwardMS")
+def _share(value: float | None, case: CaseView) -> float | None:
+    forward = case.forwardMS
     return None if value is None or not forward else value / float(forward) * 100.0
 
 
-def _configuration(case: CaseDict) -> str:
-    return text(f"{case['precision']} · {case['pipeline']}")
+def _configuration(case: CaseView) -> str:
+    return text(f"{case.precision} · {case.pipeline}")
 
 
-def _phase_rate(case: CaseDict, phase: str) -> str:
-    rate = case.get(f"{phase}GBps")
+def _phase_rate(case: CaseView, phase: str) -> str:
+    rate = case.number(f"{phase}GBps")
     return (f"{rate:,.1f} GB/s (busiest rank's remote bytes)" if isinstance(rate, int | float)
             else "")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.case_fields import CaseDict
+from app.case_view import CaseView
 from app.figures.layout import chart_layout, figure, missing, titled
 from app.figures.point_key import numbered, numbers_of, point_numbers
 from app.figures.style import Meta, Spec, Trace, fmt, grouped, precision_colour, text
@@ -17,10 +17,10 @@ from ingest.bounds import ROOF_NAMES
 HBM_ROOF_COLOUR = "#444444"
 
 
-def intensity(case: CaseDict) -> float | None:
+def intensity(case: CaseView) -> float | None:
     """Useful FLOP per analytical HBM byte: both figures are per layer time, so their ratio
     is FLOPs over bytes (TFLOP/s over GB/s, x 1000)."""
-    useful, hbm = case.get("usefulTFPerGPU"), case.get("analyticalHBMGBps")
+    useful, hbm = case.usefulTFPerGPU, case.analyticalHBMGBps
     if not useful or not hbm:
         return None
     return float(useful) * 1000.0 / float(hbm)
@@ -31,19 +31,19 @@ def ridge(peak_tf: float, hbm_gbps: float) -> float:
     return peak_tf * 1000.0 / hbm_gbps
 
 
-def busiest_rate(case: CaseDict) -> float | None:
+def busiest_rate(case: CaseView) -> float | None:
     """The busiest rank's useful TFLOP/s (the mean rank's x hotRankFactor): the layer waits
     for that rank, so the roofline plots it (DESIGN.md "Derived metrics")."""
-    useful = case.get("usefulTFPerGPU")
+    useful = case.usefulTFPerGPU
     if not useful:
         return None
-    return float(useful) * float(case.get("hotRankFactor") or 1.0)
+    return float(useful) * float(case.hotRankFactor or 1.0)
 
 
-def hbm_intensity(case: CaseDict, hbm_peak: float | None) -> float | None:
+def hbm_intensity(case: CaseView, hbm_peak: float | None) -> float | None:
     """The busiest rank's useful FLOP per HBM byte of its own model bytes (its rate over
     hbmUtilPercent of the HBM peak); the mean rank's where that is unknown."""
-    rate, util = busiest_rate(case), case.get("hbmUtilPercent")
+    rate, util = busiest_rate(case), case.hbmUtilPercent
     if rate is None:
         return None
     if util and hbm_peak:
@@ -51,24 +51,24 @@ def hbm_intensity(case: CaseDict, hbm_peak: float | None) -> float | None:
     return intensity(case)
 
 
-def nvlink_intensity(case: CaseDict) -> float | None:
+def nvlink_intensity(case: CaseView) -> float | None:
     """Forward FLOP per logical payload byte of rank 0, the rank the routing plan loads most."""
-    value = case.get("forwardFlopsPerLogicalPayloadByteRank0")
+    value = case.forwardFlopsPerLogicalPayloadByteRank0
     return float(value) if value else None
 
 
-def roof_distances(case: CaseDict, meta: Meta) -> dict[str, float | None]:
+def roof_distances(case: CaseView, meta: Meta) -> dict[str, float | None]:
     """How close the busiest rank comes to each roof at its intensities, % of the roof:
     compute (its peak), HBM (intensity x HBM GB/s), NVLink (payload intensity x NVLink GB/s)."""
     rate = busiest_rate(case)
-    peak = (meta.get("theoreticalTFPerGPU") or {}).get(str(case.get("precision")))
+    peak = (meta.get("theoreticalTFPerGPU") or {}).get(str(case.precision))
     hbm, nvlink = meta.get("theoreticalHBMGBps"), meta.get("theoreticalNVLinkGBpsPerDirection")
     x_hbm, x_nv = hbm_intensity(case, hbm), nvlink_intensity(case)
 
     def share(roof: float | None) -> float | None:
         return None if rate is None or not roof else rate / roof * 100.0
 
-    return {"compute": None if case.get("emulated") else share(peak),
+    return {"compute": None if case.emulated else share(peak),
             "hbm": share(x_hbm * hbm / 1000.0 if x_hbm and hbm else None),
             "nvlink": share(x_nv * nvlink / 1000.0 if x_nv and nvlink else None)}
 
@@ -109,7 +109,7 @@ def _roofs(peaks: dict[str, float], bandwidth: float, xs: list[float], axis: str
     return traces
 
 
-def roofline_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
+def roofline_spec(cases: Sequence[CaseView], meta: Meta) -> Spec:
     """11. Each case at its busiest rank: useful FLOP per HBM byte (left) and per NVLink
     payload byte (right) against attained TFLOP/s, under the HBM and NVLink roofs and each
     precision's compute roof, ridge points marked."""
@@ -118,7 +118,7 @@ def roofline_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     placed = [c for c in cases if hbm_intensity(c, hbm) is not None]
     linked = [c for c in placed if nvlink_intensity(c) is not None]
     peaks = {p: float(v) for p, v in (meta.get("theoreticalTFPerGPU") or {}).items()
-             if p in {str(c["precision"]) for c in placed} and v}
+             if p in {str(c.precision) for c in placed} and v}
     data: list[Trace] = []
     if hbm and placed:
         data += _roofs(peaks, hbm, [hbm_intensity(c, hbm) or 0.0 for c in placed], "x", "HBM")
@@ -129,14 +129,14 @@ def roofline_spec(cases: Sequence[CaseDict], meta: Meta) -> Spec:
     lines = ("useful %{y:,.1f} TFLOP/s, busiest rank", "limiter: %{customdata[1]}",
              "of each roof: %{customdata[2]}")
     for key, group in grouped(placed).items():
-        custom = hover_data(group, lambda c: c.get("limiter") or "n/a",
+        custom = hover_data(group, lambda c: c.limiter or "n/a",
                             lambda c: distances_text(roof_distances(c, meta)))
         data.append(numbered(scatter(
             group, key, [hbm_intensity(c, hbm) for c in group],
             [busiest_rate(c) for c in group], custom,
             hover("%{x:,.1f} useful FLOP per HBM byte", *lines)), numbers_of(group, numbers)))
     for key, group in grouped(linked).items():
-        custom = hover_data(group, lambda c: c.get("limiter") or "n/a",
+        custom = hover_data(group, lambda c: c.limiter or "n/a",
                             lambda c: distances_text(roof_distances(c, meta)))
         data.append(numbered(scatter(
             group, key, [nvlink_intensity(c) for c in group],

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
-from app.case_fields import CaseDict
+from app.case_view import CaseView
 
 Meta = dict[str, Any]
 Trace = dict[str, Any]
@@ -108,17 +108,17 @@ def fmt(value: Any, digits: int = 1, unit: str = "") -> str:
     return f"{value}{unit}"
 
 
-def series_key(case: CaseDict) -> tuple[str, str]:
-    return str(case["precision"]), str(case["pipeline"])
+def series_key(case: CaseView) -> tuple[str, str]:
+    return str(case.precision), str(case.pipeline)
 
 
 def series_name(key: tuple[str, str]) -> str:
     return f"{text(key[0])} · {text(key[1])}"
 
 
-def grouped(cases: Iterable[CaseDict]) -> dict[tuple[str, str], list[CaseDict]]:
+def grouped(cases: Iterable[CaseView]) -> dict[tuple[str, str], list[CaseView]]:
     """Cases by (precision, pipeline), in first-seen order: one trace per style."""
-    groups: dict[tuple[str, str], list[CaseDict]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[CaseView]] = defaultdict(list)
     for case in cases:
         groups[series_key(case)].append(case)
     return dict(groups)

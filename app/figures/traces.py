@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from app.case_fields import CaseDict
+from app.case_view import CaseView
 from app.figures.configuration import placement
 from app.figures.style import Trace, grouped, marker, series_name, text
 
@@ -17,31 +17,31 @@ def hover(*lines: str) -> str:
     return "<br>".join(["<b>%{customdata[0]}</b>", *lines]) + "<extra>%{fullData.name}</extra>"
 
 
-def positions(cases: Sequence[CaseDict]) -> dict[str, float]:
+def positions(cases: Sequence[CaseView]) -> dict[str, float]:
     """Each case's place on a per-case chart's axis (see configuration.placement)."""
     return placement(cases).x
 
 
-def hover_data(group: Sequence[CaseDict], *values: Callable[[CaseDict], Any]) -> list[list[Any]]:
+def hover_data(group: Sequence[CaseView], *values: Callable[[CaseView], Any]) -> list[list[Any]]:
     return [[hover_id(c), *(v(c) for v in values)] for c in group]
 
 
-def hover_id(case: CaseDict) -> str:
+def hover_id(case: CaseView) -> str:
     """The case id as the hover's first line, with its ``hoverMark`` when it has one (the
     report page marks the cases that moved against their history)."""
-    mark = case.get("hoverMark")
-    return text(case["id"]) + (f" · {text(mark)}" if mark else "")
+    mark = case.hover_mark
+    return text(case.id) + (f" · {text(mark)}" if mark else "")
 
 
-def caveat_codes(case: CaseDict) -> list[str]:
-    return [str(c["code"]) for c in case.get("caveats") or []]
+def caveat_codes(case: CaseView) -> list[str]:
+    return [c.code for c in case.caveats]
 
 
 # A caveated case's marker gets a dark outline, so it stands out without hovering.
 CAVEAT_OUTLINE = "#111111"
 
 
-def scatter(group: Sequence[CaseDict], key: tuple[str, str], x: Sequence[Any], y: Sequence[Any],
+def scatter(group: Sequence[CaseView], key: tuple[str, str], x: Sequence[Any], y: Sequence[Any],
             custom: list[list[Any]], template: str, **extra: Any) -> Trace:
     trace: Trace = {
         "type": "scatter", "mode": "markers", "x": list(x), "y": list(y),
@@ -62,9 +62,9 @@ def scatter(group: Sequence[CaseDict], key: tuple[str, str], x: Sequence[Any], y
     return trace
 
 
-def per_case(cases: Sequence[CaseDict], value: Callable[[CaseDict], Any], template: str,
-             *custom: Callable[[CaseDict], Any]) -> list[Trace]:
+def per_case(cases: Sequence[CaseView], value: Callable[[CaseView], Any], template: str,
+             *custom: Callable[[CaseView], Any]) -> list[Trace]:
     pos = positions(cases)
-    return [scatter(group, key, [pos[str(c["id"])] for c in group], [value(c) for c in group],
+    return [scatter(group, key, [pos[str(c.id)] for c in group], [value(c) for c in group],
                     hover_data(group, *custom), template)
             for key, group in grouped(cases).items()]

@@ -10,8 +10,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.case_fields import CaseDict
-from app.services.case_view import CaseView
+from app.case_view import CaseView
 from app.services.explain import attributions
 from app.services.history import history_path, report_regressions
 from ingest.grouping import Flagged, group_flagged
@@ -101,10 +100,8 @@ class AgainstHistory:
     groups: tuple[str, ...]  # those grouped by the dimensions they share
 
 
-def against_history(marks: ReportMarks, cases: Sequence[CaseDict],
-                    views: Sequence[CaseView]) -> AgainstHistory:
-    """``cases``: the cases in view (what ``ingest.grouping`` groups), ``views`` the same
-    typed (``ReportView.views``)."""
+def against_history(marks: ReportMarks, cases: Sequence[CaseView]) -> AgainstHistory:
+    """``cases``: the cases in view (what ``ingest.grouping`` groups)."""
     s = marks.settings
     everywhere = sum(1 for m in marks.marks.values() if m.moved)
     if not marks.judged:
@@ -116,11 +113,12 @@ def against_history(marks: ReportMarks, cases: Sequence[CaseDict],
                    f"median of up to {s.window} earlier reports.")
     noise = (f"Noise: the larger of {s.z:.1f} × {MAD_TO_SIGMA} × MAD of those reports, the "
              "case's own window spread and their median window spread.")
-    in_view = [(case, view, marks.marks.get(view.id))
-               for case, view in zip(cases, views, strict=True)]
-    moved = [(case, view.id, m) for case, view, m in in_view if m is not None and m.moved]
-    groups = group_flagged([Flagged(c, m.status, m.change or 0.0) for c, _, m in moved], cases)
-    judged_in_view = sum(1 for _, _, m in in_view
+    in_view = [(case, marks.marks.get(case.id)) for case in cases]
+    moved = [(case, case.id, m) for case, m in in_view if m is not None and m.moved]
+    groups = group_flagged(
+        [Flagged(c.dimensions(), m.status, m.change or 0.0) for c, _, m in moved],
+        [c.dimensions() for c in cases])
+    judged_in_view = sum(1 for _, m in in_view
                          if m is not None and m.status != "insufficient_history")
     return AgainstHistory(
         summary, noise, "" if len(moved) == everywhere

@@ -7,7 +7,8 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.case_fields import TABLED, CaseDict
+from app.case_fields import TABLED
+from app.case_view import CaseView
 
 # The grid shows 4 significant digits; 6 keep its sorting and filtering exact enough and
 # make a 5,000-row update a third smaller. The CSV takes the exact values (csv_rows).
@@ -18,13 +19,13 @@ TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
     *((f.wire, f.label) for f in TABLED), ("caveats", "caveats"))
 
 
-def table_row(case: CaseDict, digits: int | None = None) -> dict[str, Any]:
+def table_row(case: CaseView, digits: int | None = None) -> dict[str, Any]:
     """A case's table row, floats rounded to ``digits`` significant digits (or exact); no
     empty field (the grid and the CSV read a missing one as empty) and no link: the id
     cell builds it (see static/)."""
-    row = {name: _rounded(value, digits) for name, _ in TABLE_COLUMNS
-           if (value := case.get(name)) is not None}
-    row["caveats"] = " ".join(c["code"] for c in case.get("caveats", []))
+    row = {f.wire: _rounded(value, digits) for f in TABLED
+           if (value := case.value(f.wire)) is not None}
+    row["caveats"] = " ".join(c.code for c in case.caveats)
     return row
 
 
@@ -34,7 +35,7 @@ def _rounded(value: Any, digits: int | None) -> Any:
     return float(f"{value:.{digits}g}")
 
 
-def table_rows(cases: Sequence[CaseDict]) -> list[dict[str, Any]]:
+def table_rows(cases: Sequence[CaseView]) -> list[dict[str, Any]]:
     """The case table as the grid gets it: a 5,000-case view sends every row on each
     filter change, so rows are small."""
     return [table_row(case, GRID_DIGITS) for case in cases]

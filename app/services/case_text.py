@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.case_fields import CaseDict
+from app.case_view import CaseView, case_record
 
 GIB, MIB, KIB = 2**30, 2**20, 2**10
 
@@ -109,8 +109,9 @@ def formatted(key: str, value: Any) -> str:
     return display_value(value)
 
 
-def case_fields(case: CaseDict) -> list[tuple[str, str, str]]:
-    """Every wire and derived field (known or not), caveats apart: (name, the value in its
-    unit, the exact value as the wire has it)."""
+def case_fields(case: CaseView) -> list[tuple[str, str, str]]:
+    """Every wire and derived field that has a value, then those this service does not
+    know, caveats apart: (name, the value in its unit, the exact value as the wire has
+    it)."""
     return [(key, formatted(key, value), display_value(value))
-            for key, value in case.items() if key != "caveats"]
+            for key, value in case_record(case).items()]

@@ -7,7 +7,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.case_fields import CaseDict, CaseFilter
+from app.case_fields import CaseFilter
+from app.case_view import CaseView, case_view
 from app.figures.roofline import distances_text, roof_distances
 from app.models import CaseRow, ReportRow
 from app.repository import cases as cases_repo
@@ -62,7 +63,13 @@ def view_cases(session: Session, report_id: int,
             for d in cases_repo.case_documents(session, report_id, filters)]
 
 
-def roof_distances_text(session: Session, report_id: int, case: CaseDict) -> str:
+def case_views(session: Session, report_id: int,
+               filters: CaseFilter | None = None) -> list[CaseView]:
+    """``view_cases``, typed: what the read models past this service read."""
+    return [case_view(c) for c in view_cases(session, report_id, filters)]
+
+
+def roof_distances_text(session: Session, report_id: int, case: CaseView) -> str:
     """How close the case's busiest rank comes to each roof of its report, in words."""
     (meta,) = reports_repo.report_columns(session, report_id, ReportRow.meta)
     return distances_text(roof_distances(case, meta))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app import figures
-from app.case_fields import CaseDict
+from app.case_view import CaseView
 from app.figures.point_key import point_key
 from ingest.derived import ReportNote, report_notes
 
@@ -19,12 +19,12 @@ from ingest.derived import ReportNote, report_notes
 CHART_CASE_CAP = 400
 
 
-def _ranking(case: CaseDict) -> tuple[bool, float, str]:
-    useful = case.get("usefulTFPerGPU")
-    return useful is None, -(useful or 0.0), str(case["id"])
+def _ranking(case: CaseView) -> tuple[bool, float, str]:
+    useful = case.usefulTFPerGPU
+    return useful is None, -(useful or 0.0), case.id
 
 
-def chart_cases(cases: Sequence[CaseDict], cap: int | None = None) -> list[CaseDict]:
+def chart_cases(cases: Sequence[CaseView], cap: int | None = None) -> list[CaseView]:
     """The cases every per-case chart draws: all of them up to ``cap`` (CHART_CASE_CAP by
     default); past it, the ``cap`` cases with the highest useful TFLOP/s per GPU
     (unmeasured last, ties by case id), kept in view order. One subset for every chart,
@@ -59,14 +59,14 @@ class ChartPanel:
     point_key: tuple[tuple[int, str], ...] = ()
 
 
-def chart_panels(meta: Mapping[str, Any], cases: Sequence[CaseDict], caveats: dict[str, int],
-                 charted: Sequence[CaseDict] | None = None) -> list[ChartPanel]:
+def chart_panels(meta: Mapping[str, Any], cases: Sequence[CaseView], caveats: dict[str, int],
+                 charted: Sequence[CaseView] | None = None) -> list[ChartPanel]:
     """Every chart of ``figures.CHARTS`` for the view, each drawing ``charted`` (by default
     ``chart_cases(cases)``), with the notes that qualify it and ``caveats``, the caveat
     counts of all the cases in view (as the repository's ``caveat_counts`` gives them)."""
     drawn = chart_cases(cases) if charted is None else list(charted)
     notes = {n.key: n for n in report_notes(meta)}
-    several_eps = len({c["ep"] for c in drawn}) > 1
+    several_eps = len({c.ep for c in drawn}) > 1
     panels = []
     for chart in figures.CHARTS:
         keys = list(chart.notes) + (["placementNote"] if several_eps else [])

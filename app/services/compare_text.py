@@ -32,7 +32,7 @@ def family_lines(row: CaseComparison, family: str) -> list[str]:
     lines = [f"{m.name} {change_text(row.changes[m.key], m.unit)}"
              for m in METRICS if m.family == family
              and (row.changes[m.key].base is not None or row.changes[m.key].head is not None)]
-    if family == "GPU state" and any(c.get("gpuState") for c in (row.base, row.head)):
+    if family == "GPU state" and any(c.gpuState for c in (row.base, row.head)):
         base, head = row.throttle
         lines.append(f"throttle: {base} → {head}")
     return lines or ["n/a"]

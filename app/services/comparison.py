@@ -26,8 +26,9 @@ from typing import Any, Literal
 
 from sqlalchemy.orm import Session
 
-from app.case_fields import CaseDict
+from app.case_view import CaseView
 from app.core.errors import NotFound
+from app.figures.compare_charts import RatioPoint
 from app.figures.configuration import configuration_fields, variant
 from app.metrics import COMPARE
 from app.models import ReportRow
@@ -48,11 +49,9 @@ METRICS = COMPARE
 FAMILIES = tuple(dict.fromkeys(m.family for m in METRICS))
 
 
-def metric_value(case: Mapping[str, Any], key: str) -> float | None:
-    value: Any = case
-    for part in key.split("."):
-        value = value.get(part) if isinstance(value, Mapping) else None
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def metric_value(case: CaseView, key: str) -> float | None:
+    value = case.number(key)
+    return None if value is None else float(value)
 
 
 @dataclass(frozen=True)
@@ -70,8 +69,8 @@ class Change:
 @dataclass(frozen=True)
 class CaseComparison:
     case_id: str
-    base: CaseDict
-    head: CaseDict
+    base: CaseView
+    head: CaseView
     changes: dict[str, Change]  # by Metric.key
     verdict: Verdict
     basis: Basis
@@ -80,12 +79,12 @@ class CaseComparison:
     @property
     def ratio(self) -> float:
         """Head layer time over base layer time (> 1: head is slower)."""
-        return float(self.head["layerMS"]) / float(self.base["layerMS"])
+        return self.head.layerMS / self.base.layerMS
 
     @property
     def throttle(self) -> tuple[str, str]:
-        def names(case: CaseDict) -> str:
-            state = case.get("gpuState")
+        def names(case: CaseView) -> str:
+            state = case.gpuState
             if not state:
                 return "n/a"
             return ", ".join(state.get("throttleReasonNames") or []) or "none"
@@ -154,10 +153,10 @@ def ranked(rows: Sequence[CaseComparison]) -> list[CaseComparison]:
     return sorted(rows, key=key)
 
 
-def pair_verdict(base: CaseDict, head: CaseDict, settings: Settings) -> Verdict:
+def pair_verdict(base: CaseView, head: CaseView, settings: Settings) -> Verdict:
     """``judge`` with the base as the only earlier point."""
-    return judge([Point(float(base["layerMS"]), base.get("windowSpreadPercent"))],
-                 Point(float(head["layerMS"]), head.get("windowSpreadPercent")),
+    return judge([Point(base.layerMS, base.windowSpreadPercent)],
+                 Point(head.layerMS, head.windowSpreadPercent),
                  replace(settings, min_points=1))
 
 
@@ -196,25 +195,25 @@ def geometric_means(rows: Sequence[CaseComparison]) -> list[GeoMean]:
     """The layer time's geometric-mean change per mode x precision x pipeline."""
     groups: dict[tuple[str, str, str], list[float]] = {}
     for row in rows:
-        key = (str(row.head["mode"]), str(row.head["precision"]), str(row.head["pipeline"]))
+        key = (str(row.head.mode), str(row.head.precision), str(row.head.pipeline))
         groups.setdefault(key, []).append(math.log(row.ratio))
     return [GeoMean(*key, cases=len(logs),
                     change_percent=(math.exp(sum(logs) / len(logs)) - 1) * 100)
             for key, logs in groups.items()]
 
 
-def by_id(case: CaseDict) -> Hashable:
-    return str(case["id"])
+def by_id(case: CaseView) -> Hashable:
+    return str(case.id)
 
 
-def by_configuration(case: CaseDict) -> Hashable:
+def by_configuration(case: CaseView) -> Hashable:
     """Across GPUs and shapes (DESIGN.md "Across hardware"): case ids may differ."""
     return (configuration_fields(case), variant(case))
 
 
-def compare(base: Sequence[CaseDict], head: Sequence[CaseDict], settings: Settings | None = None,
+def compare(base: Sequence[CaseView], head: Sequence[CaseView], settings: Settings | None = None,
             history: Mapping[str, Verdict] | None = None,
-            key: Callable[[CaseDict], Hashable] = by_id) -> tuple[
+            key: Callable[[CaseView], Hashable] = by_id) -> tuple[
                 list[CaseComparison], list[str], list[str]]:
     """Cases matched by ``key``, id by default (head's order): (matched, only in base, only
     in head). ``history``: the head report's verdicts against its series, where base
@@ -228,17 +227,17 @@ def compare(base: Sequence[CaseDict], head: Sequence[CaseDict], settings: Settin
         other = base_by_id.get(key(case))
         if other is None:
             continue
-        found = history.get(case["id"])
+        found = history.get(case.id)
         basis: Basis = "history"
         if found is None or found.status == "insufficient_history":
             found, basis = pair_verdict(other, case, settings), "pair"
         rows.append(CaseComparison(
-            case_id=case["id"], base=other, head=case,
+            case_id=case.id, base=other, head=case,
             changes={m.key: Change(metric_value(other, m.key), metric_value(case, m.key))
                      for m in METRICS},
-            verdict=found, basis=basis, attribution=attribute(other, case)))
-    return (rows, [c["id"] for c in base if key(c) not in head_ids],
-            [c["id"] for c in head if key(c) not in base_by_id])
+            verdict=found, basis=basis, attribution=attribute(other.measured, case.measured)))
+    return (rows, [c.id for c in base if key(c) not in head_ids],
+            [c.id for c in head if key(c) not in base_by_id])
 
 
 def history_verdicts(session: Session, base_id: int, head_id: int,
@@ -263,21 +262,21 @@ def compare_reports(session: Session, base_id: int, head_id: int,
     base_platform = platform_of(base_id, base_row.gpu, base_row.date, base_meta)
     head_platform = platform_of(head_id, head_row.gpu, head_row.date, head_meta)
     cross = (base_platform.gpu, base_platform.shape) != (head_platform.gpu, head_platform.shape)
-    base_cases = case_service.view_cases(session, base_id)
-    head_cases = case_service.view_cases(session, head_id)
+    base_cases = case_service.case_views(session, base_id)
+    head_cases = case_service.case_views(session, head_id)
     rows, only_base, only_head = compare(base_cases, head_cases, settings, history,
                                          by_configuration if cross else by_id)
     headline = cross_headline(
         [base_platform.gpu, head_platform.gpu], base_platform.peaks != head_platform.peaks,
         base_platform.shape != head_platform.shape, len(rows),
         len({by_configuration(c) for c in [*base_cases, *head_cases]})) if cross else None
-    flagged = [Flagged(r.head, r.verdict.status, r.verdict.change_percent or 0.0)
+    flagged = [Flagged(r.head.dimensions(), r.verdict.status, r.verdict.change_percent or 0.0)
                for r in rows if r.verdict.flagged]
     return Comparison(
         base_id=base_id, head_id=head_id, same_series=history is not None, settings=settings,
         rows=ranked(rows), only_base=only_base, only_head=only_head,
         provenance=provenance_diff(base_meta, head_meta), geomeans=geometric_means(rows),
-        groups=group_flagged(flagged, [r.head for r in rows]), headline=headline,
+        groups=group_flagged(flagged, [r.head.dimensions() for r in rows]), headline=headline,
     )
 
 
@@ -327,12 +326,10 @@ def verdict_text(row: CaseComparison) -> str:
     return f"{v.status} {v.change_percent:+.1f} % (noise {v.noise_percent:.1f} %, {against})"
 
 
-def ratio_points(result: Comparison) -> list[dict[str, Any]]:
-    """What the ratio chart draws, per matched case (plain data, see figures.compare_charts)."""
-    return [{"id": r.case_id, **{k: r.head.get(k) for k in (
-                "mode", "category", "ep", "F", "imbalance", "precision", "pipeline")},
-             "ratio": r.ratio, "status": r.verdict.status,
-             "noisePercent": r.verdict.noise_percent, "verdict": verdict_text(r)}
+def ratio_points(result: Comparison) -> list[RatioPoint]:
+    """What the ratio chart draws, per matched case (see figures.compare_charts)."""
+    return [RatioPoint(case=r.head, id=r.case_id, ratio=r.ratio, status=r.verdict.status,
+                       noise_percent=r.verdict.noise_percent, verdict=verdict_text(r))
             for r in result.rows]
 
 

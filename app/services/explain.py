@@ -13,9 +13,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.case_view import CaseView
 from app.repository import pairs as pairs_repo
 from app.services.history import ReportVerdicts, history_path, report_regressions
-from ingest.attribution import Attribution, attribute, median_phases
+from ingest.attribution import Attribution, Measured, attribute, median_phases
 from ingest.grouping import Flagged, Group, group_flagged
 from ingest.regressions import Verdict
 
@@ -44,18 +45,20 @@ def baseline_gpu_state(cases: Sequence[Mapping[str, Any]]) -> dict[str, Any] | N
     }
 
 
-def baseline_case(earlier: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    return {"phaseMS": median_phases(earlier), "gpuState": baseline_gpu_state(earlier)}
+def baseline_case(earlier: Sequence[Mapping[str, Any]]) -> Measured:
+    """``earlier``: the case as posted in each report of its baseline (the repository's)."""
+    return Measured(median_phases(earlier), baseline_gpu_state(earlier))
 
 
 def _attribute(session: Session, report_id: int, case_ids: Sequence[str], window: int,
-               cases: Mapping[str, Mapping[str, Any]] | None = None
+               cases: Mapping[str, Measured] | None = None
                ) -> dict[str, Attribution]:
-    """Why each of these cases of the report (``cases``: them as posted, when the caller
-    has them) moved against the same case in the ``window`` reports before it."""
+    """Why each of these cases of the report (``cases``: what was measured of them, when
+    the caller has it) moved against the same case in the ``window`` reports before it."""
     earlier = pairs_repo.earlier_payloads(session, report_id, case_ids, window)
-    newest = cases if cases is not None else pairs_repo.case_payloads(session, report_id,
-                                                                      case_ids)
+    newest = cases if cases is not None else {
+        case_id: Measured.of(payload)
+        for case_id, payload in pairs_repo.case_payloads(session, report_id, case_ids).items()}
     return {case_id: attribute(baseline_case(earlier.get(case_id, [])), newest[case_id])
             for case_id in case_ids if case_id in newest}
 
@@ -111,16 +114,16 @@ class CaseAgainstHistory:
     attribution: Attribution | None
 
 
-def case_against_history(session: Session, report_id: int, case: Mapping[str, Any]
+def case_against_history(session: Session, report_id: int, case: CaseView
                          ) -> CaseAgainstHistory | None:
     """None when the report does not hold the case."""
     result = report_regressions(session, report_id)
-    item = next((i for i in result.items if i.case_id == case["id"]), None)
+    item = next((i for i in result.items if i.case_id == case.id), None)
     if item is None:
         return None
     attribution = None
     if item.verdict.flagged:
         attribution = _attribute(session, report_id, [item.case_id], result.settings.window,
-                                 {item.case_id: case})[item.case_id]
+                                 {item.case_id: case.measured})[item.case_id]
     return CaseAgainstHistory(item.verdict, history_path(item.case_id, result.gpu,
                                                          result.series), attribution)

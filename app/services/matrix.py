@@ -13,7 +13,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.case_fields import CaseDict, CaseFilter
+from app.case_fields import CaseFilter
+from app.case_view import CaseView
 from app.figures.configuration import Configuration, configuration, variant, variant_key
 from app.matrix_metrics import DEFAULT_METRIC, MatrixMetric, metric_for
 from app.services import cases as case_service
@@ -77,11 +78,11 @@ class Matrix:
         return f"{value:,.{self.metric.digits}f}"
 
 
-def build_matrix(cases: Sequence[CaseDict], metric: str = DEFAULT_METRIC) -> Matrix:
+def build_matrix(cases: Sequence[CaseView], metric: str = DEFAULT_METRIC) -> Matrix:
     """The matrix of the cases given (a filtered view gives a filtered matrix). A
     configuration run more than once in one variant keeps every case in its cell."""
     chosen = metric_for(metric)
-    by_row: dict[Configuration, dict[tuple[str, str], list[CaseDict]]] = {}
+    by_row: dict[Configuration, dict[tuple[str, str], list[CaseView]]] = {}
     for case in cases:
         by_row.setdefault(configuration(case), {}).setdefault(variant(case), []).append(case)
     columns = tuple(sorted({v for cells in by_row.values() for v in cells}, key=variant_key))
@@ -97,18 +98,18 @@ def build_matrix(cases: Sequence[CaseDict], metric: str = DEFAULT_METRIC) -> Mat
     return Matrix(chosen, columns, tuple(rows))
 
 
-def _one(case: CaseDict, metric: MatrixMetric, ids: tuple[str, ...]) -> MatrixCell:
-    codes = tuple(c["code"] for c in case.get("caveats", []))
-    return MatrixCell(str(case["id"]), case.get(metric.key), codes, ids,
-                      case.get("windowSpreadPercent"))
+def _one(case: CaseView, metric: MatrixMetric, ids: tuple[str, ...]) -> MatrixCell:
+    codes = tuple(c.code for c in case.caveats)
+    return MatrixCell(case.id, case.value(metric.key), codes, ids,
+                      case.windowSpreadPercent)
 
 
-def _cell(cases: Sequence[CaseDict], metric: MatrixMetric) -> MatrixCell | None:
+def _cell(cases: Sequence[CaseView], metric: MatrixMetric) -> MatrixCell | None:
     """The cell of the cases run in it: the best eligible one shown (the first when the
     metric ranks nothing or none is eligible)."""
     if not cases:
         return None
-    ids = tuple(str(c["id"]) for c in cases)
+    ids = tuple(str(c.id) for c in cases)
     cells = [_one(c, metric, ids) for c in cases]
     if len(cells) == 1 or metric.better is None:
         return cells[0]
@@ -156,4 +157,4 @@ def matrix_csv(matrix: Matrix) -> str:
 def report_matrix(session: Session, report_id: int, filters: CaseFilter,
                   metric: str = DEFAULT_METRIC) -> Matrix:
     """The matrix of a report's cases that pass the filters (the ``/cases`` filters)."""
-    return build_matrix(case_service.view_cases(session, report_id, filters), metric)
+    return build_matrix(case_service.case_views(session, report_id, filters), metric)

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.case_fields import CaseDict
+from app.case_view import CaseView
 from app.core.errors import NotFound
 from app.figures.configuration import (
     Configuration,
@@ -26,7 +26,7 @@ from app.figures.configuration import (
 from app.figures.platform_charts import BestBars, PeakPoints
 from app.models import ReportRow
 from app.repository import reports as reports_repo
-from app.services.cases import view_cases
+from app.services.cases import case_views
 from app.services.platform_winners import WinnerMatrix, mark_best, winner_matrix
 
 _SHAPE_KEYS = ("T", "D", "E", "K")
@@ -71,7 +71,7 @@ class PlatformInput:
     """One report as the model needs it; the service reads it, tests build it."""
 
     platform: Platform
-    cases: Sequence[CaseDict]
+    cases: Sequence[CaseView]
 
 
 @dataclass(frozen=True)
@@ -147,31 +147,25 @@ def cross_headline(gpus: Sequence[str], peaks_differ: bool, shapes_differ: bool,
     return f"{names}: {said}matched by configuration: {matched} of {total}"
 
 
-def _reason(case: CaseDict) -> str | None:
-    codes = [str(c["code"]) for c in case.get("caveats", [])]
-    return ", ".join(codes) or None
+def _reason(case: CaseView) -> str | None:
+    return ", ".join(c.code for c in case.caveats) or None
 
 
-def _caveats(case: CaseDict) -> frozenset[str]:
-    return frozenset(str(c["code"]) for c in case.get("caveats", []))
-
-
-def _tf_per_watt(case: CaseDict) -> float | None:
+def _tf_per_watt(case: CaseView) -> float | None:
     # The wire gives the peak power over the timed windows: TF/W is a lower bound.
-    state = case.get("gpuState") or {}
-    watts = state.get("powerMaxW") if isinstance(state, dict) else None
-    tf = case.get("usefulTFPerGPU")
+    watts = case.number("gpuState.powerMaxW")
+    tf = case.usefulTFPerGPU
     if not watts or tf is None:
         return None
     return float(tf) / float(watts)
 
 
-def _number(case: CaseDict, key: str) -> float | None:
-    value = case.get(key)
-    return float(value) if isinstance(value, int | float) else None
+def _number(case: CaseView, key: str) -> float | None:
+    value = case.number(key)
+    return None if value is None else float(value)
 
 
-def _measures(case: CaseDict | None) -> dict[str, Any]:
+def _measures(case: CaseView | None) -> dict[str, Any]:
     if case is None:
         return {}
     return {"layer_ms": _number(case, "layerMS"),
@@ -180,20 +174,20 @@ def _measures(case: CaseDict | None) -> dict[str, Any]:
             "compute_util": _number(case, "computeUtilPercent"),
             "hbm_util": _number(case, "hbmUtilPercent"),
             "nvlink_util": _number(case, "nvlinkUtilPercent"),
-            "limiter": case.get("limiter")}
+            "limiter": case.limiter}
 
 
-def _index(cases: Sequence[CaseDict]) -> dict[MatchKey, CaseDict]:
+def _index(cases: Sequence[CaseView]) -> dict[MatchKey, CaseView]:
     return {(configuration(c), *variant(c)): c for c in cases}
 
 
-def _row(key: MatchKey, found: list[CaseDict | None], baseline: int,
+def _row(key: MatchKey, found: list[CaseView | None], baseline: int,
          shapes: list[tuple[tuple[str, int], ...]]) -> Row:
     base = found[baseline]
-    base_tf = base.get("usefulTFPerGPU") if base is not None else None
+    base_tf = base.usefulTFPerGPU if base is not None else None
     cells = []
     for case in found:
-        tf = case.get("usefulTFPerGPU") if case is not None else None
+        tf = case.usefulTFPerGPU if case is not None else None
         cells.append(NOT_RUN if case is None else Cell(
             **_measures(case),
             useful_tf=None if tf is None else float(tf),
@@ -201,7 +195,7 @@ def _row(key: MatchKey, found: list[CaseDict | None], baseline: int,
             ratio=float(tf) / float(base_tf) if tf is not None and base_tf else None,
             tf_per_watt=_tf_per_watt(case), best=False, tied=False,
             noise_percent=_number(case, "windowSpreadPercent"),
-            caveats=tuple(sorted(_caveats(case)))))
+            caveats=tuple(sorted(case.caveat_codes))))
     ran = {shapes[i] for i, c in enumerate(found) if c is not None}
     return Row(key[0], key[1], key[2], mark_best(cells), len(ran) > 1)
 
@@ -339,7 +333,7 @@ def _read_page(session: Session, report_ids: Sequence[int], baseline_id: int | N
     for report_id in report_ids:
         row = reports_repo.get_report(session, report_id)
         inputs.append(PlatformInput(platform_of(row.id, row.gpu, row.date, row.meta),
-                                    view_cases(session, report_id)))
+                                    case_views(session, report_id)))
     baseline = 0 if baseline_id is None else list(report_ids).index(baseline_id) \
         if baseline_id in report_ids else -1
     return build_platforms(inputs, baseline, modes=modes, precisions=precisions)

@@ -29,7 +29,7 @@ from app.services.matrix import Matrix, build_matrix
 from app.services.platforms import other_gpus
 from app.services.report_view import ReportCache, ReportView, report_view
 from app.services.summary import SummaryRow, summary_rows
-from ingest.bounds import Bound, bound_sentence, bound_short
+from ingest.bounds import bound_sentence, bound_short
 from ingest.derived import ReportNote, report_notes
 
 
@@ -93,10 +93,8 @@ class ReportPage:
         """Case id -> what bounds it, in words (ingest.bounds): the sentence and its short
         form for a table cell, for the cases in view."""
         out = {}
-        for c in self.view.views:
-            bound = Bound(c.limiter, c.computeUtilPercent, c.hbmUtilPercent,
-                          c.nvlinkUtilPercent, c.hotRankFactor)
-            out[c.id] = (bound_sentence(bound), bound_short(bound))
+        for c in self.view.cases:
+            out[c.id] = (bound_sentence(c.bound), bound_short(c.bound))
         return out
 
 
@@ -128,11 +126,11 @@ def report_page(reports: ReportCache, session: Session, report_id: int,
     view = report_view(reports, session, report_id, chosen, marks.hover())
     counts = cases_repo.option_counts(session, report_id, chosen)
     return ReportPage(
-        view=view, marks=marks, history=against_history(marks, view.cases, view.views),
+        view=view, marks=marks, history=against_history(marks, view.cases),
         facts=facts if facts is not None else report_facts(session, report_id, view.meta),
         options=filter_choices.all_options(data.facets, counts, chosen),
         hint=filter_choices.empty_hint(counts, chosen) if data.cases else "",
         problems=(*problems, *([metric_problem] if metric_problem else [])),
-        matrix=build_matrix(view.cases, metric), summary=tuple(summary_rows(view.views)),
+        matrix=build_matrix(view.cases, metric), summary=tuple(summary_rows(view.cases)),
         notes=tuple(report_notes(view.meta)))
 

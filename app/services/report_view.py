@@ -7,6 +7,7 @@ Queries go through the repositories and derived metrics come from the stored col
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -17,12 +18,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.case_fields import CaseDict, CaseFilter
+from app.case_fields import CaseFilter
+from app.case_view import CaseView, case_view, frozen
 from app.repository import cases as cases_repo
 from app.repository import reports as reports_repo
 from app.services import cases as case_service
 from app.services.case_table import table_row, table_rows
-from app.services.case_view import CaseView, case_view
 from app.services.chart_panels import ChartPanel, cap_banner, chart_cases, chart_panels
 
 
@@ -52,27 +53,17 @@ def _header(row: Any) -> ReportHeader:
                         peaks=tuple(peaks), case_count=row.case_count)
 
 
-def frozen(value: Any) -> Any:
-    """``value`` with every dict a read-only view and every list a tuple, all the way down:
-    what the cache hands out is shared by every request, so no caller may change it."""
-    if isinstance(value, dict):
-        return MappingProxyType({k: frozen(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return tuple(frozen(v) for v in value)
-    return value
-
-
 @dataclass(frozen=True)
 class ReportData:
-    """One report as the report page reads it: every case (as the API's case_out gives
-    it, in report order), its table row, the filter options. Read-only throughout (see
-    ``frozen``): one ReportData serves every view of the report in the process."""
+    """One report as the report page reads it: every case (typed, from what the API's
+    case_out gives, in report order), its table row, the filter options. Read-only
+    throughout (see ``frozen``): one ReportData serves every view of the report in the
+    process."""
 
     header: ReportHeader
     meta: Mapping[str, Any]
-    cases: tuple[CaseDict, ...]
+    cases: tuple[CaseView, ...]
     rows: tuple[Mapping[str, Any], ...]  # the table row of each case, aligned with ``cases``
-    views: tuple[CaseView, ...]  # each case typed, aligned with ``cases``
     facets: Mapping[str, tuple[Any, ...]]
     index: Mapping[str, int]  # case id -> its position in ``cases``
 
@@ -118,12 +109,11 @@ class ReportCache:
 
 def _read(session: Session, report_id: int) -> ReportData:
     row = reports_repo.get_report(session, report_id)
-    cases = case_service.view_cases(session, report_id)
+    cases = tuple(case_view(c) for c in case_service.view_cases(session, report_id))
     return ReportData(
-        header=_header(row), meta=frozen(row.meta), cases=frozen(cases),
-        rows=frozen(table_rows(cases)), views=tuple(case_view(c) for c in cases),
-        facets=frozen(cases_repo.facets(session, report_id)),
-        index=MappingProxyType({c["id"]: i for i, c in enumerate(cases)}))
+        header=_header(row), meta=frozen(row.meta), cases=cases,
+        rows=frozen(table_rows(cases)), facets=frozen(cases_repo.facets(session, report_id)),
+        index=MappingProxyType({c.id: i for i, c in enumerate(cases)}))
 
 
 @dataclass(frozen=True)
@@ -134,15 +124,14 @@ class ReportView:
     header: ReportHeader
     meta: Mapping[str, Any]
     filters: CaseFilter
-    cases: list[CaseDict]  # every case in view
-    charted: list[CaseDict]  # the ones the charts draw
+    cases: list[CaseView]  # every case in view
+    charted: list[CaseView]  # the ones the charts draw
     caveats: dict[str, int]  # caveat code -> cases in view that carry it
     panels: list[ChartPanel]
     facets: Mapping[str, tuple[Any, ...]]
-    every_case: Sequence[CaseDict]  # the whole report, in view or not (the filters' counts)
+    every_case: Sequence[CaseView]  # the whole report, in view or not (the filters' counts)
     every_row: Sequence[Mapping[str, Any]]  # the whole report's table rows (the cache's)
     picked: Sequence[int]  # where the cases in view are in the report
-    views: list[CaseView]  # the cases in view, typed
 
     @cached_property
     def rows(self) -> list[dict[str, Any]]:
@@ -167,14 +156,14 @@ def report_view(reports: ReportCache, session: Session, report_id: int, filters:
     picked = _picked(session, report, filters)
     cases = [report.cases[i] for i in picked]
     # Copies of the few marked cases only: the cached ones are shared by every view.
-    charted = [{**c, "hoverMark": hover_marks[c["id"]]} if hover_marks and c["id"] in hover_marks
-               else c for c in chart_cases(cases)]
+    charted = [dataclasses.replace(c, hover_mark=hover_marks[c.id])
+               if hover_marks and c.id in hover_marks else c for c in chart_cases(cases)]
     caveats = cases_repo.caveat_counts(session, report_id, filters)
     return ReportView(header=report.header, meta=report.meta, filters=filters, cases=cases,
                       charted=charted, caveats=caveats,
                       panels=chart_panels(report.meta, cases, caveats, charted),
                       facets=report.facets, every_case=report.cases, every_row=report.rows,
-                      picked=picked, views=[report.views[i] for i in picked])
+                      picked=picked)
 
 
 def view_rows(reports: ReportCache, session: Session, report_id: int, filters: CaseFilter

@@ -9,8 +9,8 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from app.case_view import CaseView
 from app.figures.configuration import rank
-from app.services.case_view import CaseView
 from ingest.limiters import LIMITERS
 from ingest.ties import Scored, best_of
 
@@ -63,7 +63,7 @@ def _best(group: Sequence[CaseView], values: Sequence[float | None]
     """The group's best of ``values`` (one per case; ingest.ties: no data error) and
     whether another case ties with it within noise."""
     scored = [(v, c) for v, c in zip(values, group, strict=True) if v is not None]
-    best = best_of([Scored(float(v), c.windowSpreadPercent, c.caveats) for v, c in scored],
+    best = best_of([Scored(float(v), c.windowSpreadPercent, c.caveat_codes) for v, c in scored],
                    "higher")
     return (None, False) if best is None else (float(scored[best.index][0]), best.tied)
 

@@ -3,6 +3,7 @@ charts, every field in its unit."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote
 
@@ -10,26 +11,25 @@ import dash
 from dash import dcc, html
 
 from app import figures
+from app.case_view import CaseView
 from app.core.db import session_scope
 from app.core.errors import NotFound
 from app.dashboard import links
 from app.dashboard.alert_links import alert_links
 from app.dashboard.components import GRAPH_CONFIG, not_found, parse_report_id
-from app.services import alerts, case_text
-from app.services import cases as case_service
-from app.services.explain import CaseAgainstHistory, case_against_history
-from ingest.bounds import Bound, bound_sentence
+from app.services.case_page import case_page
+from app.services.explain import CaseAgainstHistory
 
 # Before the report page: its template would also match this longer path.
 dash.register_page(__name__, path_template="/reports/<report_id>/cases/<case_id>",
                    title="moescope: case", name="Case", order=1)  # type: ignore[no-untyped-call]
 
 
-def caveat_list(case: dict[str, Any]) -> html.Div | html.Ul:
-    if not case.get("caveats"):
+def caveat_list(case: CaseView) -> html.Div | html.Ul:
+    if not case.caveats:
         return html.Div("No caveat.", className="muted", id="case-caveats")
-    return html.Ul([html.Li([html.Span(c["code"], className=f"badge badge-{c['code']}"),
-                             " ", c["message"]]) for c in case["caveats"]],
+    return html.Ul([html.Li([html.Span(c.code, className=f"badge badge-{c.code}"),
+                             " ", c.message]) for c in case.caveats],
                    id="case-caveats")
 
 
@@ -40,34 +40,30 @@ def layout(report_id: str | None = None, case_id: str | None = None, **_: Any) -
         try:
             if rid is None:
                 raise NotFound(f"report {report_id} does not exist")
-            case = case_service.get_case(session, rid, cid)
-            history = case_against_history(session, rid, case)
-            roofs = case_service.roof_distances_text(session, rid, case)
-            case_alerts = alerts.alerts_of(session, report_ids=[rid], case_id=cid)
+            page = case_page(session, rid, cid)
         except NotFound as exc:
             return not_found(exc.detail)
+    case = page.case
     graphs = [html.Div(dcc.Graph(id=f"case-graph-{key}", figure=fig, config=GRAPH_CONFIG),
                        className="case-chart")
-              for key, fig in figures.case_specs(case).items()]
+              for key, fig in page.charts.items()]
     return html.Div([
         html.Div(dcc.Link(f"← report {rid}", href=links.report_href(rid)), className="links"),
-        html.H1(case["id"], id="case-id"),
+        html.H1(case.id, id="case-id"),
         html.H2("Against history"),
-        verdict_block(history),
-        alert_links(case_alerts, "case-alerts"),
-        html.P(bound_sentence(Bound(case.get("limiter"), case.get("computeUtilPercent"),
-                                    case.get("hbmUtilPercent"), case.get("nvlinkUtilPercent"),
-                                    case.get("hotRankFactor"))), id="case-bound"),
-        html.P(f"The busiest rank's share of each roof at its intensity: {roofs}",
+        verdict_block(page.history),
+        alert_links(page.alerts, "case-alerts"),
+        html.P(page.bound, id="case-bound"),
+        html.P(f"The busiest rank's share of each roof at its intensity: {page.roofs}",
                id="case-roofs"),
         html.H2("Caveats"),
         caveat_list(case),
         html.Div(graphs, className="case-charts"),
-        *([] if case.get("phaseMS") else [html.P(
+        *([] if case.phaseMS else [html.P(
             "No phase chart: the runner timed no phases for this case (no phaseMS).",
             id="case-no-phases", className="muted")]),
         html.H2("Every field"),
-        fields_table(case),
+        fields_table(page.fields),
     ])
 
 
@@ -89,10 +85,10 @@ def verdict_block(history: CaseAgainstHistory | None) -> html.Div:
     ], id="case-verdict")
 
 
-def fields_table(case: dict[str, Any]) -> html.Table:
+def fields_table(fields: Sequence[tuple[str, str, str]]) -> html.Table:
     """Each value in its unit; the exact value as posted in the cell's tooltip."""
     return html.Table([
         html.Thead(html.Tr([html.Th("field"), html.Th("value")])),
         html.Tbody([html.Tr([html.Td(key), html.Td(text, title=exact)])
-                    for key, text, exact in case_text.case_fields(case)]),
+                    for key, text, exact in fields]),
     ], className="grid-table", id="case-fields")
