@@ -99,7 +99,7 @@ class PhaseClock:
         if not self._marks_backward(x):
             return x
         out: torch.Tensor = _BackwardEnd.apply(  # type: ignore[no-untyped-call]
-            x, phase, id(routing))
+            x, self, phase, id(routing))
         return out
 
     def out_of(self, phase: str, routing: object, y: torch.Tensor) -> None:
@@ -170,14 +170,15 @@ class _BackwardEnd(torch.autograd.Function):
     stamps the end of the phase's backward."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, phase: str, key: int) -> torch.Tensor:
-        ctx.phase, ctx.key = phase, key
+    def forward(ctx: Any, x: torch.Tensor, clock: PhaseClock, phase: str, key: int
+                ) -> torch.Tensor:
+        ctx.clock, ctx.phase, ctx.key = clock, phase, key
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Any:
-        CLOCK.backward_end(ctx.phase, ctx.key)
-        return grad, None, None
+        ctx.clock.backward_end(ctx.phase, ctx.key)
+        return grad, None, None, None
 
 
 @dataclass(frozen=True)

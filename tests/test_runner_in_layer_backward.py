@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
+import torch
 from injection import env_with_injection
 from live import REPO
 from runner_helpers import one_case_matrix, run_args
+
+from runner.phase_clock import PhaseClock
 
 DELAY_MS = 40.0
 MATRIX = one_case_matrix("training", "slowed", tokens=32, windows=3, iterations=2)
@@ -46,3 +51,40 @@ def test_the_backward_phases_inside_the_layer_find_a_slowed_phase(tmp_path: Path
     assert 0.9 * DELAY_MS <= grown <= 1.5 * DELAY_MS, (inside, alone)
     assert inside["dispatch"] < DELAY_MS / 2 and inside["combine"] < DELAY_MS / 2, inside
     assert "backward (each phase from its gradient arriving" in case["inLayerPhaseNote"]
+
+
+class _SlowBackward(torch.autograd.Function):
+    """The identity whose backward sleeps ``ms`` first."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, ms: float) -> torch.Tensor:
+        ctx.ms = ms
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        time.sleep(ctx.ms / 1e3)
+        return grad, None
+
+
+def _slow(x: torch.Tensor, ms: float) -> torch.Tensor:
+    out: torch.Tensor = _SlowBackward.apply(x, ms)  # type: ignore[no-untyped-call]
+    return out
+
+
+def test_a_backward_span_holds_its_phase_and_nothing_after_or_before_it() -> None:
+    """In one process: autograd work before the phase's backward (10 ms), inside it
+    (30 ms) and after it (20 ms); the span counts only the 30 ms."""
+    clock, key = PhaseClock(), object()
+    clock.start(torch.device("cpu"))
+    x = torch.ones(4, requires_grad=True)
+    inside = clock.into("experts", key, _slow(x, 20.0))  # runs after the phase
+    y = _slow(inside, 30.0)
+    clock.out_of("experts", key, y)
+    _slow(y, 10.0).sum().backward()  # runs before the phase
+    ms = clock.read_ms()
+    assert set(ms) == {("backward", "experts")}
+    assert 30.0 <= ms[("backward", "experts")] < 40.0, ms
+    # Without gradients nothing is marked.
+    with torch.no_grad():
+        assert clock.into("experts", key, x) is x
