@@ -110,6 +110,9 @@ class CaseView:
     inLayerPhaseSumMS: float | None = None  # noqa: N815
     inLayerPhaseGapMS: float | None = None  # noqa: N815
     inLayerPhaseNote: str | None = None  # noqa: N815
+    inLayerBackwardPhaseMS: Mapping[str, float] | None = None  # noqa: N815
+    inLayerBackwardPhaseSumMS: float | None = None  # noqa: N815
+    inLayerBackwardPhaseGapMS: float | None = None  # noqa: N815
     dispatchMode: str | None = None  # noqa: N815
     dispatchDedup: bool | None = None  # noqa: N815
     gpuState: GpuState | None = None  # noqa: N815

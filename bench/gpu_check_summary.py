@@ -72,6 +72,13 @@ def _phases(case: dict[str, Any]) -> str:
     if case.get("backwardPhaseSumMS") is not None:
         line += (f"; backward sum {case['backwardPhaseSumMS']:.4f} ms vs "
                  f"{case['backwardMS']:.4f} ms: gap {case['backwardPhaseGapPercent']:+.1f} %")
+    for view, gap, label in (("inLayerPhaseMS", "inLayerPhaseGapMS", "in-layer"),
+                             ("inLayerBackwardPhaseMS", "inLayerBackwardPhaseGapMS",
+                              "in-layer backward")):
+        inside = case.get(view)
+        if inside:  # the layer's own step (runner.phase_clock): gap < 0 is overlap
+            line += (f"\n  {label} {' '.join(f'{k} {v:.4f}' for k, v in inside.items())}: "
+                     f"gap {case[gap]:+.4f} ms")
     return line
 
 

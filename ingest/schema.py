@@ -222,6 +222,11 @@ class Case(WireModel):
     inLayerPhaseSumMS: NonNegativeFloat | None = None
     inLayerPhaseGapMS: float | None = None
     inLayerPhaseNote: Annotated[str, Field(max_length=2000)] | None = None
+    # Training: the same steps' backward, each phase from its gradient arriving to its
+    # input's gradient leaving; gap = the layer's backward - their sum.
+    inLayerBackwardPhaseMS: BackwardPhaseMS | None = None
+    inLayerBackwardPhaseSumMS: NonNegativeFloat | None = None
+    inLayerBackwardPhaseGapMS: float | None = None
     # The exchange: static splits, or counts exchanged on the device first (dynamic);
     # dedup: one row per (token, destination rank).
     dispatchMode: Literal["static", "dynamic"] | None = None

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 
@@ -43,9 +43,6 @@ from runner.weights import WEIGHTS, WeightKey
 ERROR_BOUNDS = {"bf16": 2e-2, "mxfp8": 1.2e-1, "nvfp4": 3.5e-1, "fp8": 1.2e-1}
 REFERENCE_DTYPE = torch.float32
 STATIC = DispatchSettings()
-
-
-T = TypeVar("T")
 
 
 def _draw(shape: tuple[int, ...], seed: int, device: torch.device) -> torch.Tensor:
@@ -145,13 +142,12 @@ def run_case(spec: CaseSpec, shape: Shape, plan: Plan, timing: Timing, seed: int
     in_layer = _in_layer(c, layer.steps)
     CLOCK.stop()
     phase_times: PhaseTimes | None = None
-    if built is not None and layer.steps is not None:
-        b = built
-        phase_times = c.phases.run("phases", lambda: time_phases(
-            b.ctx, spec.pipeline, b.experts, b.x, timing, c.flush, spec.training))
     error = None
     if built is not None:
         b = built
+        if layer.steps is not None:
+            phase_times = c.phases.run("phases", lambda: time_phases(
+                b.ctx, spec.pipeline, b.experts, b.x, timing, c.flush, spec.training))
         error = c.phases.run("numerics", lambda: _numerics(b.forward, b.ctx, b.experts, b.x,
                                                            b.grad_out, spec.training, group))
     tx, rx = _nvlink_pass(c, layer)
@@ -244,14 +240,16 @@ def _time_inference(c: _Case, b: _Built) -> _Layer:
 
 
 def _in_layer(c: _Case, steps: Steps | None) -> InLayerPhases | str:
-    """The phases inside the layer's own forward step (runner.phase_clock), or why not."""
+    """The phases inside the layer's own step (runner.phase_clock), forward and, when
+    training, backward; or why not."""
     if steps is None:
         return "the layer was not timed"
     grad = torch.enable_grad() if c.spec.training else torch.no_grad()
 
     def run() -> InLayerPhases | None:
         with grad:
-            return time_in_layer(steps.forward, c.timing, c.group, c.device, c.flush)
+            return time_in_layer(steps.forward, steps.backward, c.timing, c.group,
+                                 c.device, c.flush)
 
     timed = c.phases.run("in-layer phases", run)
     if timed is None:
@@ -295,6 +293,7 @@ def _outcome(c: _Case, layer: _Layer, *, error: float | None, accepted: bool | N
                   for kind, w in (("combined", combined), ("forward", fw), ("backward", bw))
                   if w is not None}
     plan, rank = c.plan, c.rank
+    timed = in_layer if isinstance(in_layer, InLayerPhases) else None
     return RankOutcome(
         rank=rank, forward=fw.per_window_ms if fw else None,
         combined=combined.per_window_ms if combined else None,
@@ -308,9 +307,9 @@ def _outcome(c: _Case, layer: _Layer, *, error: float | None, accepted: bool | N
         ooms=c.phases.ooms, oom_note=c.phases.stopped, failure=c.phases.failure,
         emulated=c.spec.quantized and not NATIVE.all_native,
         **phase_outcome(phase_times),
-        in_layer_phase_windows=in_layer.windows if isinstance(in_layer, InLayerPhases)
-        else None,
-        in_layer_note=in_layer.source if isinstance(in_layer, InLayerPhases) else in_layer,
+        in_layer_phase_windows=timed.windows if timed else None,
+        in_layer_backward_phase_windows=timed.backward if timed else None,
+        in_layer_note=timed.source if timed else str(in_layer),
         gpu_state=gpu_state, gpu_state_reason=gpu_state_reason,
         expert_kernel=expert_kernel, fp8_scaling=fp8_scaling,
         iterations=iterations or None,

@@ -13,6 +13,7 @@ import os
 import socket
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -125,13 +126,20 @@ def _worker(rank: int, world: int, opts: RunOptions, plat: Platform) -> int:
     runnable = [c for c in matrix.cases if c.id not in skipped]
     rank_nodes = [str(n) for n in gather_json(node_name(), dist.group.WORLD)] \
         if world > 1 else [node_name()]
-    ceilings = measure_ceilings(rank, world, plat, matrix, runnable, groups)
+
+    def reporter_with(ceilings: dict[str, Any] | None) -> Reporter:
+        return Reporter(opts, matrix, plat, world, list(skipped.values()), len(runnable),
+                        ceilings, rank_nodes)
+
+    try:
+        ceilings = measure_ceilings(rank, world, plat, matrix, runnable, groups)
+    except (RuntimeError, OSError, Stopped) as exc:  # a signal or a lost peer, as in a case
+        return _stopped_in_ceilings(rank, _stop_reason(exc), reporter_with)
     reporter: Reporter | None = None
     problem = None
     if rank == 0:
         try:
-            reporter = Reporter(opts, matrix, plat, world, list(skipped.values()),
-                                len(runnable), ceilings, rank_nodes)
+            reporter = reporter_with(ceilings)
         except (SpoolError, OSError) as exc:  # no room to keep the report, nowhere to write
             problem = str(exc)
     # Every rank learns whether rank 0 can report; otherwise its peers would only see it
@@ -156,12 +164,7 @@ def _worker(rank: int, world: int, opts: RunOptions, plat: Platform) -> int:
                 failures += not reporter.add(index, len(runnable), spec, outcomes)
     except (RuntimeError, OSError, Stopped) as exc:  # a peer is gone or hung, or a signal
         # (gloo: "connection closed by peer"; NCCL or any backend: the group's timeout_s)
-        try:
-            signalled = ending()
-        except Stopped as stopped:  # the handler ran on entering ending()
-            signalled = str(stopped)
-        reason = signalled or (
-            f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}")
+        reason = _stop_reason(exc)
         if reporter is None:
             print(f"error: rank {rank} ({node_name()}): {reason}", file=sys.stderr)
             return 1
@@ -169,6 +172,32 @@ def _worker(rank: int, world: int, opts: RunOptions, plat: Platform) -> int:
     if reporter is None:
         return 0
     return reporter.finish(failures)
+
+
+def _stop_reason(exc: BaseException) -> str:
+    """Why the run cannot go on: the signal's, if one came (later signals are then only
+    recorded), else the error's type and first line."""
+    try:
+        signalled = ending()
+    except Stopped as stopped:  # the handler ran on entering ending()
+        signalled = str(stopped)
+    return signalled or (
+        f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}")
+
+
+def _stopped_in_ceilings(rank: int, reason: str,
+                         reporter_with: Callable[[dict[str, Any] | None], Reporter]) -> int:
+    """Stopped (a signal, a lost peer) while measuring the ceilings: rank 0 still writes
+    the report's ``runFailureNote`` (no case had run, no ceiling is reported)."""
+    if rank != 0:
+        print(f"error: rank {rank} ({node_name()}): {reason}", file=sys.stderr)
+        return 1
+    try:
+        reporter = reporter_with(None)
+    except (SpoolError, OSError) as exc:
+        print(f"error: {reason}; and no report could be kept: {exc}", file=sys.stderr)
+        return 1
+    return reporter.abort(None, reason, where="in the ceiling pass, before the first case")
 
 
 def measure_ceilings(rank: int, world: int, plat: Platform, matrix: Matrix,

@@ -101,9 +101,11 @@ def _experts(ordered: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: Pas
 
 def dispatch(x: torch.Tensor, r: DeviceRouting, cfg: PassConfig) -> torch.Tensor:
     """This rank's rows to their experts' ranks (quantized on the wire if so configured)."""
+    x = CLOCK.into("dispatch", r, x)
     mark = CLOCK.begin("dispatch", r)
     recv = _dispatch(x, r, cfg)
     CLOCK.end(mark)
+    CLOCK.out_of("dispatch", r, recv)
     return recv
 
 
@@ -143,12 +145,14 @@ def expert_rows(recv: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: Pas
     the local work between the two collectives, so they run OOM-guarded (forward and,
     when training, backward): a rank out of memory sends zeros on to the combine (and zero
     gradients back to the dispatch) rather than leave its peers waiting there."""
+    recv = CLOCK.into("experts", r, recv)
     mark = CLOCK.begin("experts", r)
     ordered = recv.index_select(0, r.order)
     y = guarded_experts(ordered, r, experts, cfg,
                         None if wire is None else wire.index_select(0, r.order))
     back = torch.empty_like(y).index_copy(0, r.order, y)
     CLOCK.end(mark)
+    CLOCK.out_of("experts", r, back)
     return back
 
 
@@ -212,6 +216,7 @@ class GuardedExperts(torch.autograd.Function):
 
 def combine(back: torch.Tensor, r: DeviceRouting, cfg: PassConfig, out: torch.Tensor) -> None:
     """The expert outputs home again, score-weighted and summed into ``out``."""
+    back = CLOCK.into("combine", r, back)
     mark = CLOCK.begin("combine", r)
     if cfg.exchange is not None:
         cfg.exchange.combine(back, r, cfg, out)
@@ -220,6 +225,9 @@ def combine(back: torch.Tensor, r: DeviceRouting, cfg: PassConfig, out: torch.Te
                                   cfg.traceable)
         out.index_add_(0, r.token, returned * r.weight[:, None])
     CLOCK.end(mark)
+    # out's node is now this stage's sum into it (every path ends with one): where the
+    # combine's backward starts
+    CLOCK.out_of("combine", r, out)
 
 
 def routed_pass(x: torch.Tensor, r: DeviceRouting, experts: Experts, cfg: PassConfig,

@@ -31,7 +31,12 @@ PHASE_NOTE = (
     "window, the median of the windows; dispatch includes a quantized dispatch's packing; "
     "a staged layer's phases overlap on their streams, so inLayerPhaseGapMS (the layer's "
     "forward minus the phases' sum) is negative by the overlap; null for a compiled layer "
-    "(mega on CUDA: torch.compile's graph has no marks). phaseMS: each phase timed on its "
+    "(mega on CUDA: torch.compile's graph has no marks). Training adds "
+    "inLayerBackwardPhaseMS from the same steps' backward: each phase from its output's "
+    "gradient arriving to its input's gradient leaving (marks in the autograd graph: CUDA "
+    "events on the phase's stream, in the captured backward graph; CPU: a wall clock), "
+    "whatever autograd runs in between included (a staged layer's other stages), and "
+    "inLayerBackwardPhaseGapMS against the layer's backward. phaseMS: each phase timed on its "
     "own in a second pass the way the layer is timed: the same warm-up, L2 flush policy, "
     "windows and iterations, each window after a barrier, the maximum over ranks per "
     "window, the median of the windows; on CUDA each phase replays its own CUDA graph "
@@ -62,7 +67,8 @@ PHASE_FIELDS = (
     "dispatchBusiestRank", "combineBusiestRank", "phaseSumMS", "phaseGapMS",
     "phaseGapPercent", "backwardPhaseSumMS", "backwardPhaseGapMS", "backwardPhaseGapPercent",
     "phaseNote", "phaseGraphs", "phaseGraphNote", "inLayerPhaseMS", "inLayerPhaseSumMS",
-    "inLayerPhaseGapMS", "inLayerPhaseNote",
+    "inLayerPhaseGapMS", "inLayerPhaseNote", "inLayerBackwardPhaseMS",
+    "inLayerBackwardPhaseSumMS", "inLayerBackwardPhaseGapMS",
 )
 IN_LAYER_PHASES = ("dispatch", "experts", "combine")
 
@@ -82,7 +88,7 @@ def phase_fields(outcomes: list[RankOutcome], forward_ms: float,
     time)."""
     first = outcomes[0]
     none: dict[str, Any] = dict.fromkeys(PHASE_FIELDS)
-    fields: dict[str, Any] = {**none, **in_layer_fields(outcomes, forward_ms)}
+    fields: dict[str, Any] = {**none, **in_layer_fields(outcomes, forward_ms, backward_ms)}
     if first.phase_windows is None or any(
             o.phase_rank_ms is None or o.dispatch_remote_bytes is None for o in outcomes):
         return fields
@@ -127,27 +133,53 @@ def traffic_fields(outcomes: list[RankOutcome], ms: dict[str, float]) -> dict[st
     return fields
 
 
-def in_layer_fields(outcomes: list[RankOutcome], forward_ms: float) -> dict[str, Any]:
+def in_layer_fields(outcomes: list[RankOutcome], forward_ms: float,
+                    backward_ms: float | None = None) -> dict[str, Any]:
     """``inLayerPhaseMS`` (each phase's median of the windows' maxima over ranks), their
     sum against the layer's forward and the note saying how they were timed; nothing
-    where a rank has no marks for one of the three phases."""
+    where a rank has no marks for one of the three phases. Training: the backward's
+    (``inLayerBackwardPhaseMS``) alike against the layer's backward, where every rank
+    marked its three phases."""
     first = outcomes[0]
     windows = first.in_layer_phase_windows
     if windows is None or any(o.in_layer_phase_windows is None for o in outcomes):
         reason = next((o.in_layer_note for o in outcomes
                        if o.in_layer_phase_windows is None and o.in_layer_note), None)
         return {"inLayerPhaseNote": reason} if reason else {}
-    ms = {p: _median(windows[p]) for p in IN_LAYER_PHASES if p in windows}
-    if len(ms) < len(IN_LAYER_PHASES) or min(ms.values()) <= 0:
+    ms = _in_layer_ms(windows)
+    if ms is None:
         return {"inLayerPhaseNote": f"not every phase was marked inside the layer "
                                     f"({', '.join(sorted(windows)) or 'none'})"}
     total = sum(ms.values())
     gap = forward_ms - total
-    return {"inLayerPhaseMS": ms, "inLayerPhaseSumMS": total, "inLayerPhaseGapMS": gap,
-            "inLayerPhaseNote": (
-                f"{first.in_layer_note}; the phases sum to {total:.4g} ms against the "
-                f"layer's forward {forward_ms:.4g} ms: a gap of {gap:+.4g} ms (negative: "
-                f"the phases overlap)")}
+    fields: dict[str, Any] = {"inLayerPhaseMS": ms, "inLayerPhaseSumMS": total,
+                              "inLayerPhaseGapMS": gap}
+    words = [f"{first.in_layer_note}; the phases sum to {total:.4g} ms against the "
+             f"layer's forward {forward_ms:.4g} ms: a gap of {gap:+.4g} ms (negative: "
+             f"the phases overlap)"]
+    back = first.in_layer_backward_phase_windows
+    back_ms = _in_layer_ms(back) if back is not None and backward_ms else None
+    if back_ms is not None and backward_ms:
+        back_total = sum(back_ms.values())
+        fields.update(inLayerBackwardPhaseMS=back_ms, inLayerBackwardPhaseSumMS=back_total,
+                      inLayerBackwardPhaseGapMS=backward_ms - back_total)
+        words.append(f"backward (each phase from its gradient arriving to its input's "
+                     f"gradient leaving): the phases sum to {back_total:.4g} ms against "
+                     f"the layer's backward {backward_ms:.4g} ms: a gap of "
+                     f"{backward_ms - back_total:+.4g} ms")
+    elif backward_ms:
+        words.append("no backward phases: not every one was marked inside the layer's "
+                     "backward")
+    fields["inLayerPhaseNote"] = "; ".join(words)
+    return fields
+
+
+def _in_layer_ms(windows: dict[str, list[float]]) -> dict[str, float] | None:
+    """The three phases' medians, or None where one is missing or took no time."""
+    ms = {p: _median(windows[p]) for p in IN_LAYER_PHASES if p in windows}
+    if len(ms) < len(IN_LAYER_PHASES) or min(ms.values()) <= 0:
+        return None
+    return ms
 
 
 def _rank_means(per_rank: list[dict[str, float] | None]) -> dict[str, float]:

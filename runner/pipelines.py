@@ -203,12 +203,13 @@ def mega_layer(x: torch.Tensor, experts: Experts, r: DeviceRouting, cfg: PassCon
     ``routed_pass``, because Dynamo splits every frame on the call stack of a break.
     The routing ``r`` is an argument, not a closure, so one compiled layer serves every
     routing of its shape (runner.compiles)."""
-    received = dispatch(x, r, cfg)
+    received = CLOCK.into("experts", r, dispatch(x, r, cfg))
     mark = CLOCK.begin("experts", r)  # skipped while torch.compile traces
     ordered = received.index_select(0, r.order)
     y = guarded_experts(ordered, r, experts, cfg)
     back = torch.empty_like(y).index_copy(0, r.order, y)
     CLOCK.end(mark)
+    CLOCK.out_of("experts", r, back)
     out = torch.zeros_like(x)
     combine(back, r, cfg, out)
     return out

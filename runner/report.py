@@ -60,6 +60,7 @@ class RankOutcome:
     # runner.phase_clock: per phase, per window (max over ranks), inside the layer's step;
     # the note says how they were timed, or why not
     in_layer_phase_windows: dict[str, list[float]] | None = None
+    in_layer_backward_phase_windows: dict[str, list[float]] | None = None  # training
     in_layer_note: str | None = None
     phase_graphs: bool | None = None  # every phase replayed as its own CUDA graph
     phase_graph_note: str | None = None  # why a phase ran eagerly

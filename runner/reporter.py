@@ -151,11 +151,12 @@ class Reporter:
         data = json.dumps({"meta": meta, "cases": self.cases}, indent=1).encode()
         write_atomic(self.opts.out, data)
 
-    def abort(self, spec: CaseSpec | None, reason: str) -> int:
-        """The run cannot go on (a peer rank or node is gone): the case in flight is
-        recorded as lost and the run's failure kept in ``--out`` (``runFailureNote``);
-        the cases finished before are delivered as on a normal finish. Exit code 1."""
-        where = f"while running {spec.id}" if spec else "before the first case"
+    def abort(self, spec: CaseSpec | None, reason: str, where: str | None = None) -> int:
+        """The run cannot go on (a peer rank or node is gone, a signal): the case in
+        flight is recorded as lost and the run's failure kept in ``--out``
+        (``runFailureNote``); the cases finished before are delivered as on a normal
+        finish. ``where``: what was running, if not a case. Exit code 1."""
+        where = where or (f"while running {spec.id}" if spec else "before the first case")
         self.meta["runFailureNote"] = (f"The run stopped {where}: {reason}. The cases "
                                        f"before it are complete; the rest did not run.")
         if spec is not None:
@@ -171,8 +172,9 @@ class Reporter:
             print(f"note: skipped after the last posted case (in --out only): "
                   f"{'; '.join(self.unposted_skips)}", file=sys.stderr)
         code = 1 if failures else 0
-        if not self.cases:  # every case skipped: nothing was measured, say so
-            print("error: no case ran (see the skip lines above)", file=sys.stderr)
+        if not self.cases:  # every case skipped (or the run stopped first): say so
+            why = "the run stopped" if "runFailureNote" in self.meta else "see the skip lines above"
+            print(f"error: no case ran ({why})", file=sys.stderr)
             code = 1
         if self.sender is not None:
             result = self.sender.close()

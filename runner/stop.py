@@ -1,7 +1,8 @@
 """How a run ends when it is told to stop or loses its launcher, and ``--nproc``'s ranks.
 
-SIGTERM or SIGINT in rank 0 raises ``Stopped`` in its case loop: the report gets its
-``runFailureNote`` and the finished cases are delivered, as when a peer is lost. The other
+SIGTERM or SIGINT in rank 0 raises ``Stopped`` in its ceiling pass or its case loop: the
+report gets its ``runFailureNote`` and the finished cases are delivered, as when a peer
+is lost (runner.launch). The other
 ranks end at once on either signal (the default action): a Python handler would wait
 until a blocking collective returned, while their closed gloo connections return rank 0
 to Python at once.

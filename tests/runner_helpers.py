@@ -3,8 +3,10 @@ tests: what the run printed, what it wrote to ``--out`` and what the service ser
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -70,3 +72,30 @@ def served_report(url: str, run_id: str) -> dict[str, Any]:
     served: dict[str, Any] = httpx.get(
         f"{url}/api/v1/reports/{page['items'][0]['id']}/report.json", timeout=10).json()
     return served
+
+
+def run_args(tmp_path: Path, matrix_text: str) -> tuple[list[str], Path]:
+    """``moescope run --nproc 2`` of ``matrix_text`` with ``--out`` (returned) and a spool
+    in ``tmp_path``, posting nowhere."""
+    matrix, out = tmp_path / "matrix.toml", tmp_path / "report.json"
+    matrix.write_text(matrix_text)
+    return [sys.executable, "-m", "cli", "run", "--matrix", str(matrix), "--nproc", "2",
+            "--out", str(out), "--spool", str(tmp_path / "spool")], out
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL to ``pid`` and every process below it, those already ended aside."""
+    for each in [*descendants(pid), pid]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(each, signal.SIGKILL)
+
+
+def one_case_matrix(mode: str, category: str, *, tokens: int, windows: int,
+                    iterations: int) -> str:
+    """A matrix of one small EP 2, bf16, standard case (D 64, E 4, K 2, F 64)."""
+    return "\n".join([
+        "seed = 3", "[shape]", f"T = {tokens}", "D = 64", "E = 4", "K = 2", "[timing]",
+        f"windows = {windows}", f"iterations = {iterations}", "warmup = 1", "warmup_ms = 1",
+        "[[case]]", f'mode = "{mode}"', "ep = 2", 'precision = "bf16"',
+        'pipeline = "standard"', "F = 64", "imbalance = 1.0", f'category = "{category}"',
+    ]) + "\n"

@@ -640,3 +640,19 @@ def test_every_precision_and_pipeline_has_a_valid_distinct_marker_open_or_filled
     assert all(not a & b for i, a in enumerate(every) for b in every[i + 1:])
     with pytest.raises(ValueError):  # the check above can fail: plotly refuses a bad name
         go.Scatter(marker={"symbol": "circle-dot-open"})
+
+
+def test_case_phase_chart_puts_the_in_layer_backward_beside_the_backward_alone() -> None:
+    from app.figures.case_charts import case_phases_spec
+
+    case = {"id": "t", "precision": "bf16", "forwardMS": 2.0, "backwardMS": 4.0,
+            "phaseMS": {"dispatch": 0.5, "experts": 1.5, "combine": 0.75},
+            "backwardPhaseMS": {"combine": 0.75, "experts": 2.5, "dispatch": 0.5},
+            "inLayerPhaseMS": {"combine": 0.25, "dispatch": 0.375, "experts": 1.25},
+            "inLayerBackwardPhaseMS": {"dispatch": 0.25, "combine": 0.5, "experts": 3.0}}
+    inside, alone = case_phases_spec(view(case))["data"]
+    assert list(inside["x"]) == ["dispatch", "experts", "combine",
+                                 "bwd combine", "bwd experts", "bwd dispatch"]
+    assert list(inside["y"]) == [0.375, 1.25, 0.25, 0.5, 3.0, 0.25]
+    # Each in-layer bar shares its x with the bar of the same phase timed alone.
+    assert set(inside["x"]) <= set(alone["x"])

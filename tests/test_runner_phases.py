@@ -124,3 +124,29 @@ def test_in_layer_phases_beside_the_isolated_ones() -> None:
     fields = phase_fields(ranks, forward_ms=1.25, backward_ms=None)
     assert fields["inLayerPhaseMS"] is None
     assert fields["inLayerPhaseNote"] == "compiled layer"
+
+
+def test_in_layer_backward_phases_against_the_layers_backward() -> None:
+    ranks = _two_ranks(backward=True)
+    forward = {"dispatch": [0.25], "experts": [1.0], "combine": [0.25]}
+    backward = {"combine": [0.5, 0.75, 0.5], "experts": [2.0, 2.5, 2.25],
+                "dispatch": [0.25, 0.25, 0.5]}
+    for o in ranks:
+        o.in_layer_phase_windows, o.in_layer_note = forward, "wall clock (test)"
+        o.in_layer_backward_phase_windows = backward
+    fields = phase_fields(ranks, forward_ms=2.0, backward_ms=3.5)
+    assert fields["inLayerBackwardPhaseMS"] == {"combine": 0.5, "experts": 2.25,
+                                                "dispatch": 0.25}
+    assert fields["inLayerBackwardPhaseSumMS"] == pytest.approx(3.0)
+    assert fields["inLayerBackwardPhaseGapMS"] == pytest.approx(0.5)
+    assert fields["inLayerPhaseNote"].endswith(
+        "the phases sum to 3 ms against the layer's backward 3.5 ms: a gap of +0.5 ms")
+    # A backward phase left unmarked: no backward view, said in the note; the forward's
+    # stays.
+    for o in ranks:
+        o.in_layer_backward_phase_windows = {"combine": [0.5], "experts": [2.0]}
+    fields = phase_fields(ranks, forward_ms=2.0, backward_ms=3.5)
+    assert fields["inLayerBackwardPhaseMS"] is None
+    assert fields["inLayerPhaseMS"] == {"dispatch": 0.25, "experts": 1.0, "combine": 0.25}
+    assert fields["inLayerPhaseNote"].endswith("no backward phases: not every one was "
+                                               "marked inside the layer's backward")

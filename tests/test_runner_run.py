@@ -185,7 +185,9 @@ def test_every_wire_field_present_or_null_with_reason(run: Run) -> None:
                    "fp8Scaling"}  # not an fp8 case
         if not training:
             allowed |= {"backwardMS", "backwardPhaseMS", "backwardPhaseMeanMS",
-                        "backwardPhaseSumMS", "backwardPhaseGapMS", "backwardPhaseGapPercent"}
+                        "backwardPhaseSumMS", "backwardPhaseGapMS", "backwardPhaseGapPercent",
+                        "inLayerBackwardPhaseMS", "inLayerBackwardPhaseSumMS",
+                        "inLayerBackwardPhaseGapMS"}
         assert nulls <= allowed, (case["id"], nulls - allowed)
         assert set(case["windows"]) == ({"combined", "forward", "backward"} if training
                                         else {"combined", "forward"})

@@ -69,7 +69,8 @@ def case_phases_spec(case: CaseView) -> Spec:
     both: each phase inside the layer's own step (inLayerPhaseMS) and each timed alone
     (phaseMS, which need not add up to the layer: the case's phaseNote states the gap;
     alone minus inside is what the layer's overlap and ordering change); training's
-    backward phases (timed alone) beside the layer's backward."""
+    backward phases beside the layer's backward, inside the layer's backward too
+    (inLayerBackwardPhaseMS) where the runner gave them."""
     phases = case.phaseMS or {}
     labels = [p for p in ("route", "quantize", "dispatch", "experts", "combine") if p in phases]
     x: list[str] = [*labels, "layer (forward)"]
@@ -86,7 +87,11 @@ def case_phases_spec(case: CaseView) -> Spec:
         return figure([bar], chart_layout("Phases, each timed alone", "time (ms)",
                                           height=360, xaxis={"title": titled("phase")}))
     names = [p for p in ("dispatch", "experts", "combine") if p in inside]
-    in_layer = {**_case_bar(case, names, [inside[p] for p in names], "inside the layer",
+    inside_back = case.inLayerBackwardPhaseMS or {}
+    back_names = [p for p in ("combine", "experts", "dispatch") if p in inside_back]
+    in_layer = {**_case_bar(case, [*names, *(f"bwd {p}" for p in back_names)],
+                            [*(inside[p] for p in names), *(inside_back[p] for p in back_names)],
+                            "inside the layer",
                             "%{x} inside the layer: %{y:.4f} ms<extra></extra>"),
                 "marker": {"color": precision_colour(str(case.precision)),
                            "pattern": {"shape": "/"}}}

@@ -4,6 +4,8 @@ environment variable asks for it, so the package itself carries none of them."""
 
 import import_blocker
 import injection
+import slow_ceilings
 
 import_blocker.install()
 injection.install()
+slow_ceilings.install()
