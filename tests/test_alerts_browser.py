@@ -1,7 +1,7 @@
 """The alerts inbox in headless Chromium, against a live ``moescope serve`` on Postgres whose
 reports went through the API: the step's one alert with its why, linked from the report
 page; an admin triages it with a reason and the log shows who did it.
-Screenshot: test-output/screenshots/alerts.png."""
+Screenshots: test-output/screenshots/alerts.png, report-alerts.png."""
 
 from __future__ import annotations
 
@@ -53,9 +53,13 @@ def test_an_admin_triages_the_alert_of_a_step(
     driver = page(f"/reports/{ids[-1]}")
     link = wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#report-alerts a"),
                     "the report's alert link")
-    assert link.text.startswith(f"#{alert['id']} regression in combine, 9 case(s)")
+    assert link.text.startswith(f"#{alert['id']} regression in combine, 9 cases, "
+                                 f"first bad report {ids[STEP_AT]} (new)")
     # The report page says the alert's why beside its link, as the export does.
     assert driver.find_element(By.CSS_SELECTOR, "#report-alerts .alert-why").text == alert["why"]
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
+    driver.save_screenshot(str(SCREENSHOTS / "report-alerts.png"))
     link.click()
     wait_for(driver, lambda d: d.find_elements(By.ID, "alerts-count"), "the alerts page")
     why = wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, ".alert-why"),

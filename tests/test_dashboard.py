@@ -481,7 +481,7 @@ def test_compare_matches_cases_and_flags_changes(
 
     view, search = pages["compare"].choose(base, head)
     assert search == f"?base={base}&head={head}"
-    assert ("62 matched case(s): 1 regression(s), 0 improvement(s), 61 unchanged, 0 with too "
+    assert ("62 matched cases: 1 regression, 0 improvements, 61 unchanged, 0 with too "
             "little history; judged each case against the base alone (threshold and the two "
             "runs' window spread), past 5 % and past the noise.") in texts(view)
     assert texts(find(view, "compare-groups")) == [

@@ -252,7 +252,7 @@ def test_compare_page_renders(page: Callable[[str], WebDriver],
     ids = server[1]
     driver = page(f"/compare?base={ids['reference']}&head={ids['head']}")
     summary = wait_for(driver, lambda d: d.find_elements(By.ID, "compare-summary"), "summary")
-    assert summary[0].text.startswith("63 matched case(s): 1 regression(s), 0 improvement(s)")
+    assert summary[0].text.startswith("63 matched cases: 1 regression, 0 improvements")
     assert len(driver.find_elements(By.CSS_SELECTOR, "#compare-table td.regression")) == 1
     wait_for(driver, lambda d: "compare-ratio" in drawn(d), "the ratio chart")
     shot(driver, "compare")

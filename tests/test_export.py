@@ -382,7 +382,7 @@ def test_compare_export_route_and_cli(
     root = parse(response.text)
     matched = len(reference["cases"]) - 1
     assert root.by_id("export-compare-summary").text.startswith(
-        f"{matched} matched case(s): 1 regression(s), 0 improvement(s), {matched - 1} "
+        f"{matched} matched cases: 1 regression, 0 improvements, {matched - 1} "
         "unchanged, 0 with too little history; judged each case against the base alone")
     rows = table_rows(root.by_id("export-compare-table"))
     assert rows[0] == ["case", "verdict (layer time)", "why: phases, GPU state", "time",

@@ -75,8 +75,8 @@ def test_an_empty_view_names_the_filter_to_relax(session: Session, stored: int) 
     assert hint_for(CaseFilter(mode=["training"])) == ""
     hint = hint_for(CaseFilter(mode=["training"], precision=["nvfp4"]))
     # Without mode: the 9 nvfp4 cases; without precision: the 27 training ones.
-    assert hint == ("No case matches these filters. Relax mode (training): 9 case(s) without "
-                    "it; precision (nvfp4): 27 case(s) without it.")
+    assert hint == ("No case matches these filters. Relax mode (training): 9 cases without "
+                    "it; precision (nvfp4): 27 cases without it.")
 
 
 def test_bad_url_values_are_named_with_the_values_that_exist() -> None:

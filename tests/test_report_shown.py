@@ -59,10 +59,10 @@ def test_the_callback_sends_what_changed_against_the_page(
     assert "report-rows.data" not in nvfp4
     figures = nvfp4["report-figures.data"]  # only the charts whose figure changed
     assert sum(len(t["x"]) for t in figures["throughput"]["data"]) == nine
-    assert nvfp4["report-aside-throughput-drawn.children"] == [f"{nine} case(s) in view"]
+    assert nvfp4["report-aside-throughput-drawn.children"] == [f"{nine} cases in view"]
     # The roofline's points are numbered 1..nine in view order; its key says which is which.
     drawn_line, key = nvfp4["report-aside-roofline-drawn.children"]
-    assert drawn_line == f"{nine} case(s) in view"
+    assert drawn_line == f"{nine} cases in view"
     numbered = [(li.value, li.children) for li in key.children[1].children]
     assert numbered == [(str(i + 1), c["id"]) for i, c in enumerate(
         c for c in reference["cases"] if c["precision"] == "nvfp4")]

@@ -9,13 +9,14 @@ from dash import dcc, html
 
 from app.dashboard import links
 from app.services.alerts import Alert
+from ingest.words import counted
 
 
 def alert_label(alert: Alert) -> str:
     a = alert.opened
     where = f" in {a.phase}" if a.phase else ""
-    return (f"#{alert.id} {a.direction}{where}, {len(a.cases)} case(s), "
-            f"report {a.first_bad_report_id} ({alert.state})")
+    return (f"#{alert.id} {a.direction}{where}, {counted(len(a.cases), 'case')}, "
+            f"first bad report {a.first_bad_report_id} ({alert.state})")
 
 
 def alert_links(alerts: Sequence[Alert], id: str) -> html.Div:  # noqa: A002

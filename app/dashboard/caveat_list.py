@@ -13,6 +13,7 @@ from dash import dcc, html
 from app.case_view import CaseView
 from app.dashboard import links
 from ingest.derived import CAVEAT_CODES, CAVEAT_MEANINGS
+from ingest.words import counted
 
 LINKED = 100  # cases linked per caveat
 
@@ -28,7 +29,7 @@ def caveat_list(report_id: int, cases: Sequence[CaseView]) -> list[html.Div]:
         return [html.Div("no case in view carries a caveat", className="muted")]
     return [html.Div([
         html.H4([html.Span(code, className=f"badge badge-{code}"),
-                 f" {len(carrying[code])} case(s): {CAVEAT_MEANINGS.get(code, '')}"]),
+                 f" {counted(len(carrying[code]), 'case')}: {CAVEAT_MEANINGS.get(code, '')}"]),
         html.Div([dcc.Link(case_id, href=links.case_href(report_id, case_id), title=message,
                            className="caveat-case")
                   for case_id, message in carrying[code][:LINKED]], className="caveat-cases"),

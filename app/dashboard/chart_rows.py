@@ -14,8 +14,7 @@ from app.services import chart_panels
 
 def drawn_text(panel: chart_panels.ChartPanel) -> list[Any]:
     """How many cases the chart draws, and for a chart with numbered points its key."""
-    drawn = (f"{panel.case_count} case(s) in view" if panel.charted == panel.case_count
-             else f"{panel.charted} of {panel.case_count} cases in view charted")
+    drawn = panel.drawn
     if not panel.point_key:
         return [drawn]
     return [drawn, html.Details([

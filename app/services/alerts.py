@@ -26,7 +26,7 @@ from app.services.history import case_history
 from app.services.marks import reason_problem
 from ingest import provenance
 from ingest.attribution import Attribution
-from ingest.detector_limits import limits_text, series_limits
+from ingest.detector_limits import Limits, series_limits
 from ingest.grouping import dimension_label, shared_dimensions
 from ingest.regressions import METRIC
 from ingest.why import Change, ReportRef, why_sentence
@@ -209,8 +209,8 @@ class Inbox:
     alerts: list[Alert]  # newest first; one, with its log and deliveries, when asked by id
     total: int
     admin: str | None  # the signed-in admin's token name: they may triage
-    # One alert alone: each moved case's detector limits on its series, in words.
-    limits: Mapping[str, str] = field(default_factory=dict)
+    # One alert alone: each moved case's detector limits on its series.
+    limits: Mapping[str, Limits] = field(default_factory=dict)
 
 
 INBOX_SIZE = 100
@@ -227,7 +227,7 @@ def inbox(session: Session, token: str | None, state: str | None = None,
     return Inbox(found, total, admin)
 
 
-def case_limits(session: Session, alert: Alert) -> dict[str, str]:
+def case_limits(session: Session, alert: Alert) -> dict[str, Limits]:
     """Each case the alert moved: what the detector can see on its series (its noise, the
     smallest step it catches, its false alarms), as the case's history says it."""
     a = alert.opened
@@ -235,8 +235,8 @@ def case_limits(session: Session, alert: Alert) -> dict[str, str]:
     for case in a.cases:
         points = case_history(session, case.case_id, a.gpu, a.series).points
         values = [p.point.layer_ms for p in points if p.point.layer_ms is not None]
-        out[case.case_id] = limits_text(series_limits(
-            values, false_alarms(session, a.series, case.case_id)))
+        out[case.case_id] = series_limits(values,
+                                          false_alarms(session, a.series, case.case_id))
     return out
 
 

@@ -12,6 +12,7 @@ from app import figures
 from app.case_view import CaseView
 from app.figures.point_key import point_key
 from ingest.derived import ReportNote, report_notes
+from ingest.words import counted
 
 # Plotly draws every point of a per-case chart as an SVG element; past a few hundred cases
 # the browser spends seconds drawing what nobody can read. bench/dashboard.py, 2 cores: the
@@ -57,6 +58,13 @@ class ChartPanel:
     absent: str = ""  # why the view has nothing for this chart ('' when it has)
     # (number, case id) of its numbered points, for a keyed chart (figures.point_key)
     point_key: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def drawn(self) -> str:
+        """How many cases it draws, as the page and the export say it."""
+        if self.charted == self.case_count:
+            return f"{counted(self.case_count, 'case')} in view"
+        return f"{self.charted} of {self.case_count} cases in view charted"
 
 
 def chart_panels(meta: Mapping[str, Any], cases: Sequence[CaseView], caveats: dict[str, int],

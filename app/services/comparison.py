@@ -41,6 +41,7 @@ from app.services.platforms import cross_headline, platform_of
 from ingest.attribution import Attribution, attribute
 from ingest.grouping import Flagged, Group, group_flagged
 from ingest.regressions import Point, Settings, Verdict, judge
+from ingest.words import counted
 
 Basis = Literal["history", "pair"]
 
@@ -134,8 +135,9 @@ class Comparison:
                if bases == {"pair"} else
                "against its series' history where it has "
                f"{self.settings.min_points} earlier points, else against the base alone")
-        return (f"{len(self.rows)} matched case(s): {self.count('regression')} regression(s), "
-                f"{self.count('improvement')} improvement(s), {self.count('unchanged')} "
+        return (f"{counted(len(self.rows), 'matched case')}: "
+                f"{counted(self.count('regression'), 'regression')}, "
+                f"{counted(self.count('improvement'), 'improvement')}, {self.count('unchanged')} "
                 f"unchanged, {self.count('insufficient_history')} with too little history; "
                 f"judged {how}, past {self.settings.threshold_percent:g} % and past the "
                 "noise.")

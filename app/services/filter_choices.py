@@ -10,6 +10,7 @@ from typing import Any, TypedDict
 
 from app.case_fields import FILTERABLE, CaseField, CaseFilter
 from app.services.case_text import display_value
+from ingest.words import counted
 
 
 class FilterOption(TypedDict):
@@ -52,7 +53,7 @@ def empty_hint(counts: Mapping[str, Mapping[Any, int]], filters: CaseFilter) -> 
         freed = sum(counts.get(field.wire, {}).values())
         if freed:
             relax.append(f"{field.wire} ({' or '.join(display_value(v) for v in chosen)}): "
-                         f"{freed} case(s) without it")
+                         f"{counted(freed, 'case')} without it")
     advice = "; ".join(relax) if relax else "more than one filter at once"
     return f"No case matches these filters. Relax {advice}."
 

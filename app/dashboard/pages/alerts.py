@@ -21,6 +21,7 @@ from app.dashboard.signed_in import signed_in_token
 from app.services import alerts
 from app.services.alerts import Alert
 from app.services.history import history_path
+from ingest.detector_limits import Limits
 
 dash.register_page(__name__, path="/alerts", title="moescope: alerts", name="Alerts",
                    order=4)  # type: ignore[no-untyped-call]
@@ -58,14 +59,21 @@ def _triage(alert: Alert) -> html.Div:
        style={"display": "flex", "gap": "0.5rem", "flexWrap": "wrap"})
 
 
-def _detail(alert: Alert, limits: Mapping[str, str]) -> list[Any]:
+def _percent(value: float | None, unit: str = " %") -> str:
+    return "" if value is None else f"{value:.2g}{unit}"
+
+
+def _detail(alert: Alert, limits: Mapping[str, Limits]) -> list[Any]:
     """One alert's cases (each with what the detector sees on its series) and its log,
     when it is shown alone."""
     a = alert.opened
+    none = Limits(None, None, None)
     cases = [[dcc.Link(c.case_id, href=history_path(c.case_id, a.gpu, a.series)),
               f"{c.change_percent:+.1f} %",
               "" if c.phase_change_percent is None else f"{c.phase_change_percent:+.0f} %",
-              limits.get(c.case_id, "")]
+              _percent((seen := limits.get(c.case_id, none)).noise_percent),
+              _percent(seen.smallest_step_percent),
+              _percent(seen.false_alarms_per_1000, "")]
              for c in a.cases]
     events = [[f"{e.created_at:%Y-%m-%d %H:%M} UTC", e.created_by,
                f"{e.from_state} → {e.to_state}", e.reason] for e in alert.events]
@@ -74,8 +82,13 @@ def _detail(alert: Alert, limits: Mapping[str, str]) -> list[Any]:
                   for d in alert.deliveries]
     return [
         html.H3("Cases (each to its history)"),
-        table(["case", "layer time", a.phase or "phase", "detector's limits"], cases,
+        table(["case", "layer time", a.phase or "phase", "series noise",
+               "smallest step caught", "false alarms per 1,000 points"], cases,
               id="alert-cases"),
+        html.P("What the change points can see on each case's series: its run-to-run "
+               "noise, the smallest step they catch at that noise, and the false alarms "
+               "so far (its alerts triaged invalid). Empty: too few points to know.",
+               className="muted"),
         *([html.H3("Triage log"), table(["when", "who", "state", "reason"], events,
                                         id="alert-events")] if events else []),
         *([html.H3("Webhook deliveries"), table(["when", "URL", "attempt", "answer"],
@@ -85,7 +98,7 @@ def _detail(alert: Alert, limits: Mapping[str, str]) -> list[Any]:
 
 
 def _alert(alert: Alert, admin: str | None, alone: bool,
-           limits: Mapping[str, str]) -> html.Article:
+           limits: Mapping[str, Limits]) -> html.Article:
     a = alert.opened
     return html.Article([
         html.H2([dcc.Link(f"#{alert.id}", href=links.alert_href(alert.id)),
