@@ -237,3 +237,30 @@ def test_the_training_ceiling_times_the_fp8_backward_gemms(recipe: str) -> None:
     for got, want in ((dx, want_dx), (dh, want_dh), (dgate, want_dw), (dup, want_dw),
                       (ddown, want_ddown)):
         assert 0 < _rel(got, want) < 0.1
+
+
+def test_the_backward_keeps_x_in_fp8(recipe: str) -> None:
+    """What the forward saves for the backward (autograd's saved-tensor hooks see each
+    one): the master weight itself, and x quantized along each expert's tokens, e4m3
+    bytes with fp32 scales; never a bf16 copy of x."""
+    n = sum(COUNTS)
+    x = _draw(n, K, seed=12).requires_grad_(True)
+    w = _draw(len(COUNTS), K, N, seed=13).requires_grad_(True)
+    weights = _operands(w.detach())
+    grouped = stack_operands(weights) if native.FP8.grouped else None
+    offs = torch.tensor(COUNTS).cumsum(0).to(torch.int32)
+    saved: list[torch.Tensor] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fp8_linear(x, w, native.quantize_operand(x.detach(), "fp8"), weights, grouped,
+                   COUNTS, offs)
+    assert saved[0] is w
+    pad = 16 if recipe != "blockwise" else 128
+    data = [t for t in saved[1:] if t.dtype == torch.uint8]
+    assert [tuple(t.shape) for t in data] == [(K, -c % pad + c) for c in COUNTS if c]
+    assert all(t.dtype == torch.float32 for t in saved[1:] if t.dtype != torch.uint8)
+    assert len(saved) == 1 + 2 * len(data)
