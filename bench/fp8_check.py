@@ -1,6 +1,8 @@
 """Native fp8 on this device (issue 26.1), one step for bench/gpu_check.sh: each candidate
 of the start-up probe (``runner.fp8_probe``) PASS or FAIL with why, then the chosen one's
-expert GEMMs (gate, up, down of E experts) timed natively against the same GEMMs in bf16.
+experts trained natively (forward and backward GEMMs scaled) against bf16's output and
+gradients, and its expert GEMMs (gate, up, down of E experts) timed natively against the
+same GEMMs in bf16.
 
 Prints PASS/FAIL lines and one JSON line {"scaling", "grouped", "fp8TF", "bf16TF",
 "percentOfFp8Peak"}; exits 0 whatever fails (the summary says it). On the CPU (or with
@@ -17,11 +19,11 @@ import sys
 
 import torch
 
-from runner.expert_kernels import experts_grouped, experts_loop, experts_native
-from runner.experts import make_experts, quantize_experts
+from runner.expert_kernels import EXPERT_KERNELS, experts_grouped, experts_loop, experts_native
+from runner.experts import ExpertFn, Experts, make_experts, quantize_experts
 from runner.fp8_probe import CANDIDATES, first_native, try_candidate
 from runner.matrix import Timing
-from runner.native import FP8
+from runner.native import FP8, USAGE
 from runner.platform import datasheet_peaks
 from runner.timing import time_windows
 
@@ -47,6 +49,37 @@ def expert_tf(shape: tuple[int, int, int, int], device: torch.device, native: bo
     return 6 * el * rows * d * f / (ms * 1e-3) / 1e12
 
 
+def training_line(shape: tuple[int, int, int, int], device: torch.device) -> str:
+    """PASS/FAIL: the chosen recipe's experts forward and backward with every GEMM scaled
+    (runner.fp8_autograd: Fprop, Dgrad, Wgrad), counted native, and the output and each
+    gradient within fp8's error (< 0.1 relative) of the same experts in bf16."""
+    el, rows, d, f = shape
+    built = make_experts(d, f, 0, el, 1, torch.bfloat16, device)
+    x = torch.randn(el * rows, d, device=device).to(torch.bfloat16)
+    dy = torch.randn(el * rows, d, device=device).to(torch.bfloat16)
+    counts = [rows] * el
+    offs = torch.tensor(counts, device=device).cumsum(0).to(torch.int32)
+
+    def outputs(fn: ExpertFn, experts: Experts, precision: str) -> list[torch.Tensor]:
+        leaves = [t.detach().clone().requires_grad_(True) for t in (x, *experts.parameters())]
+        y = fn(leaves[0], experts.with_parameters(*leaves[1:]), counts, offs, precision,
+               False, None)
+        y.backward(dy)
+        return [y.detach(), *(t.grad for t in leaves if t.grad is not None)]
+
+    USAGE.reset()
+    EXPERT_KERNELS.reset()
+    got = outputs(experts_native(experts_loop), quantize_experts(built, "fp8", native=True),
+                  "fp8")
+    kernel, native = EXPERT_KERNELS.kernel, USAGE.all_native
+    want = outputs(experts_loop, built, "bf16")
+    errors = [float((g.float() - w.float()).norm() / w.float().norm())
+              for g, w in zip(got, want, strict=True)]
+    ok = native and len(errors) == 5 and max(errors) < 0.1
+    return (f"{'PASS' if ok else 'FAIL'} fp8 native training ({kernel}, native {native}): "
+            f"output, dx, dgate, dup, ddown vs bf16 " + " ".join(f"{e:.3g}" for e in errors))
+
+
 def main(argv: list[str]) -> int:
     cuda = torch.cuda.is_available() and "--dry-run" not in argv
     device = torch.device("cuda" if cuda else "cpu")
@@ -60,6 +93,10 @@ def main(argv: list[str]) -> int:
         print(f"FAIL fp8 native: {found.reason}")
         return 0
     shape = GPU_SHAPE if cuda else CPU_SHAPE
+    try:
+        print(training_line(shape, device))
+    except (RuntimeError, ValueError, TypeError, NotImplementedError) as exc:
+        print(f"FAIL fp8 native training: {type(exc).__name__}: {str(exc)[:300]}")
     try:
         fp8, bf16 = expert_tf(shape, device, True), expert_tf(shape, device, False)
     except (RuntimeError, ValueError, TypeError, NotImplementedError) as exc:

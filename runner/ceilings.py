@@ -12,8 +12,8 @@ the datasheet:
   in its token stages; experts without rows are empty groups; staged and mega: each
   expert's rows padded to 128), with the kernel the
   case's experts use (``torch._grouped_mm`` or the loop; native quantized:
-  ``_scaled_mm`` per expert, fp8 rowwise one ``_scaled_grouped_mm``; emulated
-  quantized: the bf16 GEMMs it emulates with).
+  ``_scaled_mm`` per expert, fp8 rowwise one ``_scaled_grouped_mm``, fp8 training's
+  backward GEMMs scaled too; emulated quantized: the bf16 GEMMs it emulates with).
   ``tf`` is the busiest rank's useful FLOPs (unpadded rows; training x 3) over the time
   of those GEMMs: the most its rate could reach if nothing but its GEMMs took time, so
   ``percentOfMeasuredCeiling`` (ingest.derived: the mean rank's rate x hotRankFactor over

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from runner.experts import ExpertFn, Experts, expert_weights, native_operands, rows_on_grid
+from runner.fp8_autograd import fp8_experts_training
 from runner.native import (
     FP8,
     USAGE,
@@ -124,8 +125,9 @@ def recording(fn: ExpertFn, compiled: ExpertFn) -> ExpertFn:
 
 
 def experts_native(fallback: ExpertFn) -> ExpertFn:
-    """Native scaled GEMMs (``runner.native``) when no gradient is needed; ``fallback``
-    (emulated) otherwise. Counted in ``USAGE``. The weights come quantized from the
+    """Native scaled GEMMs (``runner.native``): inference, and fp8 training (every GEMM,
+    forward and backward, ``runner.fp8_autograd``); ``fallback`` (emulated) for mxfp8/nvfp4
+    with gradients. Counted in ``USAGE``. The weights come quantized from the
     build; the rows as the wire delivered them (``wire``) or else quantized once over all
     experts' rows (one tensor scale, as the emulation does), and the hidden activation
     quantized once over all experts' rows. fp8 under the rowwise recipe with the grouped
@@ -135,12 +137,15 @@ def experts_native(fallback: ExpertFn) -> ExpertFn:
             ) -> torch.Tensor:
         if precision == "bf16":
             return fallback(rows, experts, counts, offs, precision, on_grid, None)
-        if torch.is_grad_enabled():
+        training = torch.is_grad_enabled()
+        if training and precision != "fp8":  # no mxfp8/nvfp4 scaled-GEMM backward
             USAGE.emulated += 1
             return fallback(rows, experts, counts, offs, precision, on_grid, None)
         USAGE.native += 1
         EXPERT_KERNELS.record_scaling(precision, FP8.scaling)
-        x = wire if wire is not None else quantize_operand(rows, precision)
+        x = wire if wire is not None else quantize_operand(rows.detach(), precision)
+        if training:
+            return _native_training(x, rows, experts, counts, offs)
         if precision == "fp8" and FP8.grouped:
             EXPERT_KERNELS.record("scaled_grouped_mm")
             return _native_grouped(x, rows, experts, offs)
@@ -150,6 +155,22 @@ def experts_native(fallback: ExpertFn) -> ExpertFn:
         return _native_loop(x, experts, counts, precision)
 
     return run
+
+
+def _native_training(x: Operand, rows: torch.Tensor, experts: Experts, counts: list[int],
+                     offs: torch.Tensor) -> torch.Tensor:
+    """fp8 with gradients: Fprop, Dgrad and Wgrad scaled (``runner.fp8_autograd``), the
+    gradients reaching the bf16 master weights."""
+    q = experts.quantized
+    grouped = None
+    if FP8.grouped:
+        EXPERT_KERNELS.record("scaled_grouped_mm")
+        grouped = (q.grouped if q is not None and q.grouped is not None else
+                   [stack_operands(o) for o in _native_operands(experts, "fp8")])
+    else:
+        EXPERT_KERNELS.record("scaled_mm_loop")
+    return fp8_experts_training(x, rows, experts.gate, experts.up, experts.down,
+                                _native_operands(experts, "fp8"), grouped, counts, offs)
 
 
 def _native_operands(experts: Experts, precision: str) -> list[list[Operand]]:

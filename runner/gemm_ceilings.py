@@ -10,6 +10,7 @@ from functools import partial
 
 import torch
 
+from runner.fp8_autograd import fp8_linear
 from runner.layer import GROUP_ROWS
 from runner.matrix import Matrix, Timing
 from runner.native import fp8_grouped_gemm, gemm, quantize_operand, stack_operands
@@ -108,8 +109,9 @@ def dense_tf(precision: str, n: int, timing: Timing, device: torch.device) -> fl
 
 def grouped_kernel(shape: GroupedShape, plat: Platform) -> tuple[str, bool]:
     """(the kernel a case of this shape runs its expert GEMMs with, emulated?)"""
+    # fp8 trains natively (runner.fp8_autograd); mxfp8 / nvfp4 training emulates
     if shape.precision != "bf16" and plat.native_scaled.get(shape.precision) \
-            and not shape.training:  # no scaled-GEMM backward: training emulates
+            and (not shape.training or shape.precision == "fp8"):
         if shape.precision == "fp8" and plat.fp8 is not None and plat.fp8.grouped:
             return "torch._scaled_grouped_mm", False
         return "torch._scaled_mm per expert", False
@@ -126,7 +128,9 @@ def grouped_seconds(shape: GroupedShape, kernel: str, timing: Timing, device: to
     gate, up = randn(el, d, f, device=device), randn(el, d, f, device=device)
     down = randn(el, f, d, device=device)
     offs = torch.arange(1, el + 1, device=device, dtype=torch.int32) * rows
-    if kernel.startswith("torch._scaled"):
+    if kernel.startswith("torch._scaled") and shape.training:
+        run = fp8_training_set(kernel, (x, h), (gate, up, down), offs)
+    elif kernel.startswith("torch._scaled"):
         run = _native_set(shape.precision, kernel, (x, h), (gate, up, down), offs)
     else:
         def gemm_set(x: torch.Tensor, h: torch.Tensor, gate: torch.Tensor, up: torch.Tensor,
@@ -187,3 +191,32 @@ def _native_set(precision: str, kernel: str, acts: tuple[torch.Tensor, torch.Ten
             gemm(h.rows(a, b), dn, precision)
         return None
     return loop
+
+
+def fp8_training_set(kernel: str, acts: tuple[torch.Tensor, torch.Tensor],
+                      weights: tuple[torch.Tensor, ...], offs: torch.Tensor
+                      ) -> Callable[[], object]:
+    """fp8's three scaled GEMMs per linear (Fprop, Dgrad, Wgrad: runner.fp8_autograd),
+    the weights quantized once outside, the activations and output gradients inside."""
+    per_expert = [[quantize_operand(m.t().contiguous(), "fp8", weight=True)
+                   for m in w.unbind(0)] for w in weights]
+    grouped = ([stack_operands(o) for o in per_expert]
+               if kernel == "torch._scaled_grouped_mm" else [None] * len(per_expert))
+    rows = acts[0].shape[0] // len(per_expert[0])
+    counts = [rows] * len(per_expert[0])
+    leaves = [t.requires_grad_(True) for t in (*acts, *weights)]
+    inputs = (leaves[0], leaves[0], leaves[1])  # gate and up take x, down h
+
+    def forward() -> list[torch.Tensor]:
+        return [fp8_linear(a, w, quantize_operand(a.detach(), "fp8"), ops, grp, counts,
+                           offs)
+                for a, w, ops, grp in zip(inputs, leaves[2:], per_expert, grouped,
+                                          strict=True)]
+
+    with torch.no_grad():  # the output gradients made once, outside the timed GEMMs
+        grads = [torch.ones_like(o) for o in forward()]
+
+    def run() -> object:
+        return torch.autograd.grad(forward(), leaves, grads)
+
+    return run

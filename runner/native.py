@@ -3,9 +3,10 @@
 mxfp8: e4m3 data with one e8m0 scale per 32 elements along K; nvfp4: e2m1 data packed two
 a byte with one e4m3 scale per 16 elements, and one fp32 tensor scale per operand (applied
 to the bf16 product, which is exact up to the output rounding). The block scales go to
-cuBLAS in its swizzled layout (``swizzle``). Only the inference forward runs natively:
-there is no scaled-GEMM backward here, so with gradients enabled the experts emulate
-(quantize -> dequantize -> bf16 GEMM). ``USAGE`` counts which path each expert call took
+cuBLAS in its swizzled layout (``swizzle``). mxfp8/nvfp4 run natively in the inference
+forward only: there is no scaled-GEMM backward for them here, so with gradients enabled
+they emulate (quantize -> dequantize -> bf16 GEMM); fp8 also trains natively
+(``runner.fp8_autograd``). ``USAGE`` counts which path each expert call took
 so a case says ``"emulated": false`` only when every one of them ran natively.
 
 fp8 (``runner.fp8``) takes fp32 scales in one of two recipes, ``FP8.scaling``, set by the
@@ -137,11 +138,15 @@ def gemm(a: Operand, b: Operand, precision: str) -> torch.Tensor:
 
 def _fp8_gemm(a: Operand, b: Operand) -> torch.Tensor:
     """ScaledBlas.cpp's layouts: blockwise, scale_a [n, K/128] outer-dim-major and
-    scale_b [K/128, N/128] with scale_b.t() contiguous; rowwise, scale_a [n, 1] and
-    scale_b [1, N]."""
+    scale_b [K/128, N/128] with scale_b.t() contiguous, or (``b`` 1x128 along K, the
+    Wgrad of runner.fp8_autograd: ``b.scales`` [N, K/128]) scale_b [K/128, N] contiguous,
+    so that scale_b.t() is outer-dim-major; rowwise, scale_a [n, 1] and scale_b [1, N]."""
     e4m3 = torch.float8_e4m3fn
-    scale_a = a.scales if FP8.scaling == "rowwise" else a.scales.t().contiguous().t()
-    return torch._scaled_mm(a.data.view(e4m3), b.data.view(e4m3).t(), scale_a, b.scales.t(),
+    rowwise = FP8.scaling == "rowwise"
+    scale_a = a.scales if rowwise else a.scales.t().contiguous().t()
+    b_rows = not rowwise and b.scales.shape[0] == b.data.shape[0] > 0
+    scale_b = b.scales.t().contiguous() if b_rows else b.scales.t()
+    return torch._scaled_mm(a.data.view(e4m3), b.data.view(e4m3).t(), scale_a, scale_b,
                             out_dtype=torch.bfloat16)
 
 

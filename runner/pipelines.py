@@ -76,8 +76,8 @@ class Pipeline:
 
 def expert_fn(ctx: BuildContext, native: bool = True) -> ExpertFn:
     """The experts' GEMMs: native block-scaled ones where the start-up probe ran them
-    for this precision (inference only, see runner.native), else emulated, through
-    ``torch._grouped_mm`` where it runs."""
+    for this precision (inference; fp8 training too, see runner.fp8_autograd), else
+    emulated, through ``torch._grouped_mm`` where it runs."""
     emulated = experts_grouped if ctx.grouped_mm else experts_loop
     return experts_native(emulated) if native and _runs_native(ctx) else emulated
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 from runner_helpers import run_posted
+from scaled_mm_cpu import blockwise_mm, grouped_mm
 
 from ingest.derived import derive
 from ingest.precisions import ACTIVATION_BYTES, ELEMENT_BYTES
@@ -177,49 +178,8 @@ def test_fp8_dispatch_moves_d_plus_4d_over_128_bytes_a_row(
 # --- native fp8 GEMMs on the CPU ----------------------------------------------------------
 # Rowwise torch._scaled_mm runs on the CPU; the blockwise one (cuBLAS, sm_90) and
 # torch._scaled_grouped_mm (CUTLASS, sm_90/sm_100) do not, so they are replaced by CPU
-# renderings that first check the layouts ScaledBlas.cpp / GroupedBlas.cpp accept.
-
-def _decode(data: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    """e4m3 [rows, K] times fp32 scales [rows, K/128] or [rows/128, K/128] or [rows, 1]."""
-    v = data.float()
-    rows, k = v.shape
-    if scales.shape == (rows, 1):
-        return v * scales
-    if scales.shape == (rows, k // 128):
-        return v * scales.repeat_interleave(128, 1)
-    return v * scales.repeat_interleave(128, 0).repeat_interleave(128, 1)
-
-
-def _size_stride(t: torch.Tensor, dim: int, size: int, stride: int) -> bool:
-    """ScaledBlas.cpp's check_size_stride: a dimension of size 1 has no meaningful stride."""
-    return t.shape[dim] == size and (size <= 1 or t.stride(dim) == stride)
-
-
-def _blockwise_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
-                  scale_b: torch.Tensor, out_dtype: torch.dtype, **_: Any) -> torch.Tensor:
-    m, k = a.shape
-    n = b.shape[1]
-    assert b.t().is_contiguous(), "B column-major"
-    # is_blockwise_1x128_scaling(a, scale_a): (M, K/128), outer-dim-major
-    assert _size_stride(scale_a, 0, m, 1) and _size_stride(scale_a, 1, k // 128, m)
-    # is_blockwise_128x128_scaling(b.t(), scale_b.t()): (N/128, K/128), strides (K/128, 1)
-    sb = scale_b.t()
-    assert _size_stride(sb, 0, n // 128, k // 128) and _size_stride(sb, 1, k // 128, 1)
-    return (_decode(a, scale_a) @ _decode(b.t(), scale_b.t()).t()).to(out_dtype)
-
-
-def _grouped_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
-                scale_b: torch.Tensor, offs: torch.Tensor, out_dtype: torch.dtype,
-                **_: Any) -> torch.Tensor:
-    groups, k, n = b.shape
-    assert a.is_contiguous() and b.transpose(-2, -1).is_contiguous(), "mat2 transposed"
-    assert scale_a.shape == (a.shape[0],) and scale_b.shape == (groups, n)
-    assert offs.dtype == torch.int32 and offs.shape == (groups,)
-    ends = [0, *offs.tolist()]
-    return torch.cat([(a[s:e].float() * scale_a[s:e, None]) @ (b[g].float() * scale_b[g])
-                      for g, (s, e) in enumerate(zip(ends, ends[1:], strict=False))]
-                     ).to(out_dtype)
-
+# renderings that first check the layouts ScaledBlas.cpp / GroupedBlas.cpp accept
+# (tests/scaled_mm_cpu.py).
 
 @pytest.fixture
 def fp8_recipe() -> Any:
@@ -260,9 +220,9 @@ def test_native_fp8_experts_match_the_recipe_by_hand(
     fp8_recipe.scaling = "blockwise" if recipe == "blockwise" else "rowwise"
     fp8_recipe.grouped = recipe == "grouped"
     if recipe == "blockwise":
-        monkeypatch.setattr(torch, "_scaled_mm", _blockwise_mm)
+        monkeypatch.setattr(torch, "_scaled_mm", blockwise_mm)
     if recipe == "grouped":
-        monkeypatch.setattr(torch, "_scaled_grouped_mm", _grouped_mm, raising=False)
+        monkeypatch.setattr(torch, "_scaled_grouped_mm", grouped_mm, raising=False)
     counts = [5, 0, 11]
     experts = quantize_experts(make_experts(128, 256, 0, 3, 7, torch.bfloat16,
                                             torch.device("cpu")), "fp8", native=True)
