@@ -28,6 +28,7 @@ from app.export.service import export_report
 from app.repository import alerts as alerts_repo
 from app.repository import reports as reports_repo
 from app.services import alerts, history_view
+from app.services.alert_list import Alert
 from cli.main import main
 from ingest.detector_limits import limits_text
 
@@ -37,7 +38,7 @@ STEP_AT = 20
 MIN_SEGMENT = 5  # ingest.changepoints.ChangePointSettings().min_segment
 
 
-def _all_alerts(session: Session) -> list[alerts.Alert]:
+def _all_alerts(session: Session) -> list[Alert]:
     return alerts.list_alerts(session, limit=1000)[0]
 
 

@@ -9,7 +9,8 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from app.api.params import no_nul
-from app.services.alerts import Alert, alert_document
+from app.services.alert_list import Alert
+from app.services.alerts import alert_document
 from app.services.marks import REASON_MAX_CHARS
 
 AlertStateName = Literal["new", "acknowledged", "invalid", "fixed"]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dash import dcc, html
 
 from app.dashboard import links
-from app.services.alerts import Alert
+from app.services.alert_list import Alert
 from ingest.words import counted
 
 

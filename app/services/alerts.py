@@ -20,6 +20,7 @@ from app.repository import history as history_repo
 from app.repository import pairs as pairs_repo
 from app.services import webhooks
 from app.services.alert_detect import Moved, moved_cases
+from app.services.alert_list import Alert
 from app.services.auth import admin_name, authorise
 from app.services.explain import attribute_cases
 from app.services.history import case_history
@@ -35,7 +36,6 @@ log = logging.getLogger("moescope")
 
 AlertState = Literal["new", "acknowledged", "invalid", "fixed"]
 STATES = ALERT_STATES
-Alert = alerts_repo.Alert
 Key = tuple[int, str, str | None]  # first bad report, direction, phase
 # The reports before the first bad one whose median phases and GPU state a case's are
 # compared with: the level before the step. Each costs a report body decoded (~4 ms), and
@@ -180,14 +180,6 @@ def set_state(session: Session, alert_id: int, state: AlertState, reason: str,
     """Triage: the new state, logged with who, when, the state before and why."""
     alerts_repo.set_state(session, alert_id, state, reason, who)
     return alerts_repo.get_alert(session, alert_id)
-
-
-def alerts_of(session: Session, *, report_ids: Sequence[int] | None = None,
-              case_id: str | None = None, limit: int = 20) -> list[Alert]:
-    """The alerts a page links: those of some reports (opened by or first bad at them),
-    or of one case; newest first."""
-    return alerts_repo.list_alerts(session, report_ids=report_ids, case_id=case_id,
-                                   limit=limit)[0]
 
 
 def triage(session: Session, token: str | None, alert_id: int, state: AlertState,

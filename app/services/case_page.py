@@ -10,9 +10,8 @@ from sqlalchemy.orm import Session
 
 from app import figures
 from app.case_view import CaseView, case_view
-from app.services import alerts
 from app.services import cases as case_service
-from app.services.alerts import Alert
+from app.services.alert_list import Alert, alerts_of
 from app.services.case_text import case_fields
 from app.services.explain import CaseAgainstHistory, case_against_history
 from ingest.bounds import bound_sentence
@@ -40,5 +39,5 @@ def case_page(session: Session, report_id: int, case_id: str) -> CasePage:
         report_id=report_id, case=case,
         history=case_against_history(session, report_id, case),
         roofs=case_service.roof_distances_text(session, report_id, case),
-        alerts=tuple(alerts.alerts_of(session, report_ids=[report_id], case_id=case_id)),
+        alerts=tuple(alerts_of(session, report_ids=[report_id], case_id=case_id)),
         charts=figures.case_specs(case), fields=tuple(case_fields(case)))

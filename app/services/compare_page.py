@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from app.figures import compare_charts
 from app.figures.style import Spec
 from app.services import compare_text
-from app.services.alerts import Alert, alerts_of
+from app.services.alert_list import Alert, alerts_of
 from app.services.compare_text import CaseCells
 from app.services.comparison import Comparison, compare_reports, ratio_points
 from app.services.report_view import ReportCache, ReportHeader

@@ -333,8 +333,3 @@ def ratio_points(result: Comparison) -> list[RatioPoint]:
     return [RatioPoint(case=r.head, id=r.case_id, ratio=r.ratio, status=r.verdict.status,
                        noise_percent=r.verdict.noise_percent, verdict=verdict_text(r))
             for r in result.rows]
-
-
-def previous_report(session: Session, report_id: int) -> int | None:
-    """The report before this one in its series: what "compare with previous" compares."""
-    return pairs_repo.previous_report(session, report_id)

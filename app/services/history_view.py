@@ -15,7 +15,8 @@ from app.core.errors import NotFound
 from app.figures.style import Spec
 from app.repository import history as history_repo
 from app.services import auth, explain
-from app.services.alerts import Alert, alerts_of, false_alarms
+from app.services.alert_list import Alert, alerts_of
+from app.services.alerts import false_alarms
 from app.services.history import (
     METRICS,
     case_history,

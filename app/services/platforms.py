@@ -24,7 +24,6 @@ from app.figures.configuration import (
     variant_key,
 )
 from app.figures.platform_charts import BestBars, PeakPoints
-from app.models import ReportRow
 from app.repository import reports as reports_repo
 from app.services.cases import case_views
 from app.services.platform_winners import WinnerMatrix, mark_best, winner_matrix
@@ -286,13 +285,6 @@ def platform_of(report_id: int, gpu: str, date: str, meta: dict[str, Any]) -> Pl
 def default_pick(session: Session) -> list[int]:
     """The newest report of each GPU in the database (any series), newest first."""
     return [i for i, _ in reports_repo.newest_per_gpu(session, DEFAULT_PICK)]
-
-
-def other_gpus(session: Session, report_id: int) -> list[tuple[str, int]]:
-    """(GPU, report id) of the newest report of each GPU other than this report's: what
-    its "compare with…" links open."""
-    (gpu,) = reports_repo.report_columns(session, report_id, ReportRow.gpu)
-    return [(g, i) for i, g in reports_repo.newest_per_gpu(session, 50) if g != gpu]
 
 
 def platforms_page(session: Session, report_ids: Sequence[int] | None,

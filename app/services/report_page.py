@@ -13,7 +13,10 @@ from sqlalchemy.orm import Session
 
 from app.case_fields import CaseFilter
 from app.matrix_metrics import DEFAULT_METRIC, METRICS
+from app.models import ReportRow
 from app.repository import cases as cases_repo
+from app.repository import pairs as pairs_repo
+from app.repository import reports as reports_repo
 from app.services import filter_choices
 from app.services.against_history import (
     AgainstHistory,
@@ -21,12 +24,10 @@ from app.services.against_history import (
     against_history,
     report_marks,
 )
-from app.services.alerts import Alert, alerts_of
-from app.services.comparison import previous_report
+from app.services.alert_list import Alert, alerts_of
 from app.services.filter_choices import FilterOption
 from app.services.host_facts import host_facts
 from app.services.matrix import Matrix, build_matrix
-from app.services.platforms import other_gpus
 from app.services.report_view import ReportCache, ReportView, report_view
 from app.services.summary import SummaryRow, summary_rows
 from ingest.bounds import bound_sentence, bound_short
@@ -56,8 +57,16 @@ class ReportFacts:
 FACTS_KEPT = ReportFacts(host=(), previous=None, other_gpus=(), alerts=())
 
 
+def other_gpus(session: Session, report_id: int) -> list[tuple[str, int]]:
+    """(GPU, report id) of the newest report of each GPU other than this report's: what
+    its "compare with…" links open."""
+    (gpu,) = reports_repo.report_columns(session, report_id, ReportRow.gpu)
+    return [(g, i) for i, g in reports_repo.newest_per_gpu(session, 50) if g != gpu]
+
+
 def report_facts(session: Session, report_id: int, meta: Mapping[str, Any]) -> ReportFacts:
-    return ReportFacts(host=host_facts(meta), previous=previous_report(session, report_id),
+    return ReportFacts(host=host_facts(meta),
+                       previous=pairs_repo.previous_report(session, report_id),
                        other_gpus=tuple(other_gpus(session, report_id)),
                        alerts=tuple(alerts_of(session, report_ids=[report_id])))
 

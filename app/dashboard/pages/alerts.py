@@ -19,7 +19,7 @@ from app.dashboard import links
 from app.dashboard.components import not_found, table
 from app.dashboard.signed_in import signed_in_token
 from app.services import alerts
-from app.services.alerts import Alert
+from app.services.alert_list import Alert
 from app.services.history import history_path
 from ingest.detector_limits import Limits
 
