@@ -19,6 +19,7 @@ import browser
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from gloo_ranks import GlooRanks
 from live import (
     ServerProcess,
     free_port,
@@ -198,3 +199,21 @@ def chromium() -> Iterator[WebDriver]:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture(scope="session")
+def gloo_pair() -> Iterator[GlooRanks]:
+    """Two gloo ranks shared by the session's tests that run code on every rank
+    (tests/gloo_ranks.py: started at the first task, ended with the session)."""
+    with GlooRanks(2) as ranks:
+        yield ranks
+
+
+@pytest.fixture(scope="session")
+def runner_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, str]]:
+    """One live server (SQLite) and an ingest token for the runner's end-to-end tests
+    (a server start-up and a token cost ~5 s): each test reads back its own report by
+    its run id, and none stops or empties this server."""
+    tmp = tmp_path_factory.mktemp("runner-server")
+    with live_server(f"sqlite:///{tmp / 'moescope.db'}", tmp) as live:
+        yield live, live.token("ingest")

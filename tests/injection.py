@@ -18,17 +18,16 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import torch
 from site_hooks import env_with_site
 
-from runner.oom import Injector, OomState
+if TYPE_CHECKING:
+    from runner.oom import Injector, OomState
 
 OOM_ENV = "MOESCOPE_INJECT_OOM"
 ERROR_ENV = "MOESCOPE_INJECT_ERROR"
 DELAY_ENV = "MOESCOPE_INJECT_DELAY"
-KINDS: dict[str, Callable[[str], BaseException]] = {
-    OOM_ENV: torch.OutOfMemoryError, ERROR_ENV: RuntimeError}
 
 
 def parse(value: str) -> list[dict[str, str]]:
@@ -41,10 +40,19 @@ def parse(value: str) -> list[dict[str, str]]:
 
 
 def install() -> None:
-    """Add an injector to runner.oom.INJECTORS for each variable that is set."""
+    """Add an injector to runner.oom.INJECTORS for each variable that is set. Every
+    interpreter a test starts with tests/site runs this and most inject nothing: torch
+    and the runner are imported only when a variable is set (they cost a second a
+    start-up, and a runner-only install's checks should not find torch loaded)."""
+    if not any(os.environ.get(env) for env in (OOM_ENV, ERROR_ENV, DELAY_ENV)):
+        return
+    import torch
+
     from runner import oom  # the module, whose INJECTORS the runner reads
 
-    for env, kind in KINDS.items():
+    kinds: dict[str, Callable[[str], BaseException]] = {
+        OOM_ENV: torch.OutOfMemoryError, ERROR_ENV: RuntimeError}
+    for env, kind in kinds.items():
         value = os.environ.get(env)
         if value:
             oom.INJECTORS.append(_injector(env, kind, parse(value)))

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from conftest import live_server
-from live import REPO
+from live import REPO, ServerProcess
 
 
 @dataclass
@@ -25,27 +24,24 @@ class PostedRun:
     served: dict[str, Any]  # the report as the service gives it back
 
 
-def run_posted(tmp_path: Path, matrix_text: str, env: dict[str, str] | None = None,
-               timeout: float = 300) -> PostedRun:
-    """Run the matrix with ``--nproc 2``, posting to a fresh server; the run must exit 0."""
+def run_posted(server: tuple[ServerProcess, str], tmp_path: Path, matrix_text: str,
+               env: dict[str, str] | None = None, timeout: float = 300) -> PostedRun:
+    """Run the matrix with ``--nproc 2``, posting to ``server`` (the session's
+    ``runner_server``: live server, ingest token); the run must exit 0."""
+    live, token = server
     matrix = tmp_path / "matrix.toml"
     matrix.write_text(matrix_text)
     out = tmp_path / "report.json"
-    with live_server(f"sqlite:///{tmp_path / 'moescope.db'}", tmp_path) as live:
-        result = subprocess.run(
-            [sys.executable, "-m", "cli", "run", "--matrix", str(matrix), "--nproc", "2",
-             "--url", live.url, "--token", live.token("ingest"), "--out", str(out),
-             "--spool", str(tmp_path / "spool")],
-            capture_output=True, text=True, cwd=REPO, env={**os.environ, **(env or {})},
-            timeout=timeout,
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
-        written = json.loads(out.read_text())
-        page = httpx.get(f"{live.url}/api/v1/reports",
-                         params={"q": written["meta"]["runId"]}, timeout=10).json()
-        served = httpx.get(f"{live.url}/api/v1/reports/{page['items'][0]['id']}/report.json",
-                           timeout=10).json()
-    return PostedRun(result, written, served)
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "run", "--matrix", str(matrix), "--nproc", "2",
+         "--url", live.url, "--token", token, "--out", str(out),
+         "--spool", str(tmp_path / "spool")],
+        capture_output=True, text=True, cwd=REPO, env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    written = json.loads(out.read_text())
+    return PostedRun(result, written, served_report(live.url, written["meta"]["runId"]))
 
 
 def descendants(pid: int) -> list[int]:

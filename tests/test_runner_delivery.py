@@ -6,7 +6,6 @@ import copy
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +19,6 @@ from runner.http import Poster
 from runner.spool import Spool, SpoolError, SpoolFull, run_folder
 
 pytestmark = pytest.mark.live
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, str]]:
-    tmp = tmp_path_factory.mktemp("delivery")
-    with live_server(f"sqlite:///{tmp / 'moescope.db'}", tmp) as live:
-        yield live, live.token("ingest")
 
 
 def meta_and_cases(reference: dict[str, Any], run_id: str, n: int
@@ -52,9 +44,10 @@ def report_id_of(url: str, run_id: str) -> int:
     return int(ids[0])
 
 
-def test_a_run_creates_then_appends(server: tuple[LiveServer, str], tmp_path: Path,
-                                    reference: dict[str, Any]) -> None:
-    live, token = server
+def test_a_run_creates_then_appends(
+        runner_server: tuple[LiveServer, str], tmp_path: Path, reference: dict[str, Any]
+) -> None:
+    live, token = runner_server
     meta, cases = meta_and_cases(reference, "run-append", 3)
     spool = Spool(tmp_path / "spool")
     sender = Sender(spool, live.url, token, meta, deadline_s=10)
@@ -104,9 +97,10 @@ def test_service_stopped_mid_run_then_restarted_delivers_once(
         assert stored_cases(second.url, report_id) == [c["id"] for c in cases]
 
 
-def test_flush_command_resends_the_spool(server: tuple[LiveServer, str], tmp_path: Path,
-                                         reference: dict[str, Any]) -> None:
-    live, token = server
+def test_flush_command_resends_the_spool(
+        runner_server: tuple[LiveServer, str], tmp_path: Path, reference: dict[str, Any]
+) -> None:
+    live, token = runner_server
     meta, cases = meta_and_cases(reference, "run-flush", 2)
     spool = Spool(tmp_path / "spool")
     for case in cases:  # as a runner that could not reach the service leaves them
@@ -124,9 +118,10 @@ def test_flush_command_resends_the_spool(server: tuple[LiveServer, str], tmp_pat
     assert list(spool.root.iterdir()) == []
 
 
-def test_refused_cases_are_set_aside_not_lost(server: tuple[LiveServer, str], tmp_path: Path,
-                                              reference: dict[str, Any]) -> None:
-    live, token = server
+def test_refused_cases_are_set_aside_not_lost(
+        runner_server: tuple[LiveServer, str], tmp_path: Path, reference: dict[str, Any]
+) -> None:
+    live, token = runner_server
     meta, cases = meta_and_cases(reference, "run-refused", 3)
     cases[1]["layerMS"] = -1.0
     spool = Spool(tmp_path / "spool")
@@ -158,9 +153,9 @@ def test_a_full_spool_is_an_error(tmp_path: Path, reference: dict[str, Any]) -> 
 
 
 def test_a_full_spool_does_not_stop_posts_the_service_takes(
-    server: tuple[LiveServer, str], tmp_path: Path, reference: dict[str, Any]
+    runner_server: tuple[LiveServer, str], tmp_path: Path, reference: dict[str, Any]
 ) -> None:
-    live, token = server
+    live, token = runner_server
     meta, cases = meta_and_cases(reference, "run-past-the-spool", 2)
     spool = Spool(tmp_path / "spool", max_bytes=16)  # earlier runs' posts fill it
     messages: list[str] = []
@@ -241,14 +236,15 @@ def test_a_service_down_at_the_start_costs_one_deadline(
 
 
 def test_a_run_with_the_service_down_keeps_every_case_for_flush(
-    server: tuple[LiveServer, str], tmp_path: Path
+    runner_server: tuple[LiveServer, str], tmp_path: Path
 ) -> None:
-    live, token = server
+    live, token = runner_server
     matrix = tmp_path / "m.toml"
     matrix.write_text(
         "[shape]\nT = 8\nD = 32\nE = 2\nK = 1\n[timing]\nwindows = 1\niterations = 1\n"
-        "warmup = 0\n[matrix]\nmode = ['inference', 'training']\nep = 1\nprecision = 'bf16'\n"
-        "pipeline = 'standard'\nF = [32, 64]\nimbalance = 1\ncategory = 'down'\n")
+        "warmup = 0\nwarmup_ms = 0\n[matrix]\nmode = ['inference', 'training']\nep = 1\n"
+        "precision = 'bf16'\npipeline = 'standard'\nF = [32, 64]\nimbalance = 1\n"
+        "category = 'down'\n")
     spool, out = tmp_path / "spool", tmp_path / "r.json"
     dead = f"http://127.0.0.1:{free_port()}"
     ran = subprocess.run(
@@ -272,9 +268,9 @@ def test_a_run_with_the_service_down_keeps_every_case_for_flush(
 
 
 def test_a_report_deleted_mid_run_is_created_again(
-    server: tuple[LiveServer, str], tmp_path: Path, reference: dict[str, Any]
+    runner_server: tuple[LiveServer, str], tmp_path: Path, reference: dict[str, Any]
 ) -> None:
-    live, token = server
+    live, token = runner_server
     meta, cases = meta_and_cases(reference, "run-deleted", 2)
     sender = Sender(Spool(tmp_path / "spool"), live.url, token, meta, deadline_s=5)
     sender.start()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from conftest import free_port
+from live import free_port
 from torch.multiprocessing.spawn import spawn
 
 from runner.dispatch import (
@@ -52,6 +52,9 @@ def _plan() -> list[list[int]]:
 
 
 def _worker(rank: int, port: int, out: str) -> None:
+    # More ranks than cores: one intra-op thread each, or their OpenMP threads spin
+    # against each other (this launch took 13x longer with torch's default).
+    torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=EP)
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch.distributed as dist
-from conftest import free_port
+from live import free_port
 from torch.multiprocessing.spawn import spawn
 
 from runner.execute import run_case

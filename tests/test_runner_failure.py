@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 from injection import env_with_injection
+from live import ServerProcess
 from runner_helpers import PostedRun, run_posted
 
 from ingest.derived import caveats
@@ -29,7 +30,8 @@ CASES = (OOM_LATE, OOM_BACKWARD, OOM_EARLY, OOM_AFTER, LATE, EARLY, AFTER)
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> PostedRun:
+def run(tmp_path_factory: pytest.TempPathFactory,
+        runner_server: tuple[ServerProcess, str]) -> PostedRun:
     lines = ["seed = 1", "[shape]", "T = 32", "D = 64", "E = 4", "K = 2", "[timing]",
              "windows = 2", "iterations = 1", "warmup = 1", "warmup_ms = 0"]
     for spec in CASES:
@@ -44,8 +46,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> PostedRun:
                                  "rank=0,case=oom_early,phase=combined",
                              error="rank=1,case=fail_late,phase=numerics;"
                                    "rank=0,case=fail_early,phase=combined")
-    posted = run_posted(tmp_path_factory.mktemp("failure"), "\n".join(lines) + "\n", env,
-                        timeout=300)
+    posted = run_posted(runner_server, tmp_path_factory.mktemp("failure"),
+                        "\n".join(lines) + "\n", env, timeout=300)
     validate_report(posted.served)
     return posted
 

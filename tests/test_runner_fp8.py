@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import torch
+from live import ServerProcess
 from runner_helpers import run_posted
 from scaled_mm_cpu import blockwise_mm, grouped_mm
 
@@ -129,7 +130,7 @@ CASES = [("inference", "staged", 1.5), ("training", "standard", 1.0)]
 
 def _matrix() -> str:
     lines = ["seed = 5", "[shape]", "T = 32", f"D = {D}", "E = 4", "K = 2", "[timing]",
-             "windows = 2", "iterations = 1", "warmup = 1"]
+             "windows = 2", "iterations = 1", "warmup = 1", "warmup_ms = 0"]
     for mode, pipeline, imbalance in CASES:
         lines += ["[[case]]", f'mode = "{mode}"', "ep = 2", 'precision = "fp8"',
                   f'pipeline = "{pipeline}"', f"F = {F}", f"imbalance = {imbalance}",
@@ -138,9 +139,10 @@ def _matrix() -> str:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any]]:
+def report(tmp_path_factory: pytest.TempPathFactory, runner_server: tuple[ServerProcess, str]
+           ) -> tuple[dict[str, Any], dict[str, Any]]:
     tmp: Path = tmp_path_factory.mktemp("fp8")
-    posted = run_posted(tmp, _matrix(), timeout=240)
+    posted = run_posted(runner_server, tmp, _matrix(), timeout=240)
     return posted.out, posted.served
 
 

@@ -106,9 +106,9 @@ def test_ingest_url_export_url_run_and_flush_need_no_server(tmp_path: Path,
     report.write_text(json.dumps(small_report(reference, 2)))
     matrix = tmp_path / "m.toml"
     matrix.write_text("[shape]\nT = 8\nD = 32\nE = 2\nK = 1\n[timing]\nwindows = 1\n"
-                      "iterations = 1\nwarmup = 0\n[[case]]\nmode = 'inference'\nep = 1\n"
-                      "precision = 'bf16'\npipeline = 'standard'\nF = 32\nimbalance = 1\n"
-                      "category = 'alone'\n")
+                      "iterations = 1\nwarmup = 0\nwarmup_ms = 0\n[[case]]\n"
+                      "mode = 'inference'\nep = 1\nprecision = 'bf16'\npipeline = 'standard'\n"
+                      "F = 32\nimbalance = 1\ncategory = 'alone'\n")
     spool, out = tmp_path / "spool", tmp_path / "run.json"
     # The server runs with everything installed; only the clients are runner-only.
     with live_server(f"sqlite:///{tmp_path / 'moescope.db'}", tmp_path) as live:

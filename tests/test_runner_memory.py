@@ -6,14 +6,12 @@ layer's timed windows, and only then the reference check, in float32 (a float64 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from conftest import free_port
-from torch.multiprocessing.spawn import spawn
+from gloo_ranks import GlooRanks
 
 from runner import execute
 from runner.matrix import parse_matrix
@@ -43,9 +41,7 @@ class StatsStub:
         return 0
 
 
-def _rank(rank: int, port: int, out: Path) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+def _rank(rank: int, out: Path) -> None:
     events: list[str] = []
     timed, reference = execute.time_windows, execute.build_reference
 
@@ -72,12 +68,13 @@ def _rank(rank: int, port: int, out: Path) -> None:
                                             outcome.reserved_peak_gib],
                                   "error": outcome.numerical_error}
         (out / f"rank{rank}.json").write_text(json.dumps(results))
-    finally:
-        dist.destroy_process_group()
+    finally:  # the rank goes on to other tests' tasks (tests/gloo_ranks.py)
+        execute.time_windows, execute.build_reference = timed, reference
 
 
-def test_peaks_are_read_after_timing_and_before_the_float32_reference(tmp_path: Path) -> None:
-    spawn(_rank, args=(free_port(), tmp_path), nprocs=2, join=True)
+def test_peaks_are_read_after_timing_and_before_the_float32_reference(
+        tmp_path: Path, gloo_pair: GlooRanks) -> None:
+    gloo_pair.run(_rank, tmp_path)
     reference = f"reference {torch.float32}"
     for rank in range(2):
         results = json.loads((tmp_path / f"rank{rank}.json").read_text())

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import live_server
 from live import REPO, free_port
 from live import ServerProcess as LiveServer
 from runner_helpers import descendants, served_report
@@ -40,23 +39,24 @@ def _matrix(tmp: Path, cases: int) -> Path:
     return path
 
 
-def _launch(node: str, is_host: bool, port: int, matrix: Path, live: LiveServer,
+def _launch(node: str, is_host: bool, port: int, matrix: Path, server: tuple[LiveServer, str],
             tmp: Path) -> subprocess.Popen[str]:
     """One node: torchrun with 2 ranks, its own session (so the test can kill the node,
     agent and ranks, as a lost machine), its own --out and spool."""
     with (tmp / f"{node}.log").open("w") as log:  # the child keeps its own descriptor
-        return _popen(node, is_host, port, matrix, live, tmp, log)
+        return _popen(node, is_host, port, matrix, server, tmp, log)
 
 
-def _popen(node: str, is_host: bool, port: int, matrix: Path, live: LiveServer, tmp: Path,
-           log: Any) -> subprocess.Popen[str]:
+def _popen(node: str, is_host: bool, port: int, matrix: Path, server: tuple[LiveServer, str],
+           tmp: Path, log: Any) -> subprocess.Popen[str]:
+    live, token = server
     return subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
          "--nproc-per-node", "2", "--rdzv-backend", "c10d",
          "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "moescope-multinode",
          "--rdzv-conf", f"is_host={int(is_host)}", "--max-restarts", "0",
          "-m", "cli", "run", "--matrix", str(matrix), "--url", live.url,
-         "--token", live.token("ingest"), "--out", str(tmp / f"{node}.json"),
+         "--token", token, "--out", str(tmp / f"{node}.json"),
          "--spool", str(tmp / f"spool-{node}")],
         cwd=REPO, env={**os.environ, "MOESCOPE_NODE": node, "OMP_NUM_THREADS": "1"},
         stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -76,21 +76,22 @@ def _logs(tmp: Path) -> str:
     return "\n".join(f"--- {n}\n{(tmp / f'{n}.log').read_text()[-3000:]}" for n in NODES)
 
 
-def test_two_nodes_post_one_report_naming_both(tmp_path: Path) -> None:
+def test_two_nodes_post_one_report_naming_both(
+        tmp_path: Path, runner_server: tuple[LiveServer, str]) -> None:
     matrix = _matrix(tmp_path, 2)
-    with live_server(f"sqlite:///{tmp_path / 'moescope.db'}", tmp_path) as live:
-        port = free_port()
-        launches = [_launch(n, n == NODES[0], port, matrix, live, tmp_path) for n in NODES]
-        try:
-            codes = [p.wait(timeout=400) for p in launches]
-        finally:
-            for p in launches:
-                _kill_node(p)
-        assert codes == [0, 0], _logs(tmp_path)
-        outs = [tmp_path / f"{n}.json" for n in NODES if (tmp_path / f"{n}.json").exists()]
-        assert len(outs) == 1  # rank 0 alone writes the report
-        report = json.loads(outs[0].read_text())
-        served = served_report(live.url, report["meta"]["runId"])
+    port = free_port()
+    launches = [_launch(n, n == NODES[0], port, matrix, runner_server, tmp_path)
+                for n in NODES]
+    try:
+        codes = [p.wait(timeout=400) for p in launches]
+    finally:
+        for p in launches:
+            _kill_node(p)
+    assert codes == [0, 0], _logs(tmp_path)
+    outs = [tmp_path / f"{n}.json" for n in NODES if (tmp_path / f"{n}.json").exists()]
+    assert len(outs) == 1  # rank 0 alone writes the report
+    report = json.loads(outs[0].read_text())
+    served = served_report(runner_server[0].url, report["meta"]["runId"])
     host = report["meta"]["host"]
     assert sorted(host["nodes"]) == list(NODES)
     assert sorted(host["rankNodes"]) == ["node-a", "node-a", "node-b", "node-b"]
@@ -110,14 +111,14 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _lose_mid_run(tmp: Path, live: LiveServer, lose: Any
+def _lose_mid_run(tmp: Path, server: tuple[LiveServer, str], lose: Any
                   ) -> tuple[int, float, str, list[int]]:
     """Both nodes started on 8 cases; once rank 0's node wrote a finished case, ``lose``
     (the other node's launch) is applied. The survivor's exit code, the seconds it took
     to end after the loss, its name, and the lost node's rank pids."""
     matrix = _matrix(tmp, 8)
     port = free_port()
-    launches = dict(zip(NODES, (_launch(n, n == NODES[0], port, matrix, live, tmp)
+    launches = dict(zip(NODES, (_launch(n, n == NODES[0], port, matrix, server, tmp)
                                 for n in NODES), strict=True))
     try:
         # The node holding rank 0 writes its --out; wait for a finished case there.
@@ -157,26 +158,25 @@ def _check_stopped_run(tmp: Path, live: LiveServer, survivor: str) -> None:
     assert served["meta"]["host"]["nodes"] == report["meta"]["host"]["nodes"]
 
 
-def test_a_lost_node_ends_the_other_within_the_timeout(tmp_path: Path) -> None:
-    with live_server(f"sqlite:///{tmp_path / 'moescope.db'}", tmp_path) as live:
-        code, ended_after, survivor, _ = _lose_mid_run(tmp_path, live, _kill_node)
-        assert code != 0, _logs(tmp_path)
-        # Within the process group's timeout (plus torchrun's own teardown).
-        assert ended_after < TIMEOUT_S + 15, (ended_after, _logs(tmp_path))
-        _check_stopped_run(tmp_path, live, survivor)
+def test_a_lost_node_ends_the_other_within_the_timeout(
+        tmp_path: Path, runner_server: tuple[LiveServer, str]) -> None:
+    code, ended_after, survivor, _ = _lose_mid_run(tmp_path, runner_server, _kill_node)
+    assert code != 0, _logs(tmp_path)
+    # Within the process group's timeout (plus torchrun's own teardown).
+    assert ended_after < TIMEOUT_S + 15, (ended_after, _logs(tmp_path))
+    _check_stopped_run(tmp_path, runner_server[0], survivor)
 
 
 def test_a_lost_agent_ends_its_ranks_and_the_other_node_within_a_minute(
-        tmp_path: Path) -> None:
+        tmp_path: Path, runner_server: tuple[LiveServer, str]) -> None:
     """Only the other node's torchrun agent is killed: its ranks, orphaned, end (else they
     would run on, and the survivor's agent wait 300 s at torchrun's exit barrier)."""
     def kill_agent(launch: subprocess.Popen[str]) -> None:
         os.kill(launch.pid, signal.SIGKILL)
         launch.wait(timeout=30)
 
-    with live_server(f"sqlite:///{tmp_path / 'moescope.db'}", tmp_path) as live:
-        code, ended_after, survivor, ranks = _lose_mid_run(tmp_path, live, kill_agent)
-        assert code != 0, _logs(tmp_path)
-        assert ended_after <= 60, (ended_after, _logs(tmp_path))
-        assert ranks and not any(_alive(pid) for pid in ranks), _logs(tmp_path)
-        _check_stopped_run(tmp_path, live, survivor)
+    code, ended_after, survivor, ranks = _lose_mid_run(tmp_path, runner_server, kill_agent)
+    assert code != 0, _logs(tmp_path)
+    assert ended_after <= 60, (ended_after, _logs(tmp_path))
+    assert ranks and not any(_alive(pid) for pid in ranks), _logs(tmp_path)
+    _check_stopped_run(tmp_path, runner_server[0], survivor)

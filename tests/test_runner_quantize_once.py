@@ -8,7 +8,6 @@ the shape of what it quantized."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -18,8 +17,7 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed as dist
-from live import free_port
-from torch.multiprocessing.spawn import spawn
+from gloo_ranks import GlooRanks
 
 from runner import execute, native, quant
 from runner.expert_kernels import experts_loop, experts_native
@@ -156,25 +154,20 @@ def test_a_timed_native_step_takes_the_received_rows_as_the_wire_delivered_them(
     assert not received, shapes
 
 
-def _dispatch_rank(rank: int, port: int, out: Path) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
-    try:
-        # 4 rows a rank, 2 to each rank; rank 1's rows 10x larger
-        r = DeviceRouting(token=torch.arange(4), weight=torch.ones(4), order=torch.arange(4),
-                          send_splits=[2, 2], recv_splits=[2, 2], counts=[4],
-                          offs=torch.tensor([4], dtype=torch.int32), pad=None)
-        scales = []
-        for traceable in (False, True):
-            cfg = PassConfig("nvfp4", True, False, experts_loop, dist.group.WORLD,
-                             traceable=traceable, wire_to_gemm=True)
-            with torch.no_grad():
-                _, wire = dispatch_wire(_rows(rank), r, cfg)
-            assert wire is not None
-            scales.append(wire_parts(wire, "nvfp4", D)[2].flatten().tolist())
-        (out / f"rank{rank}.json").write_text(json.dumps(scales))
-    finally:
-        dist.destroy_process_group()
+def _dispatch_rank(rank: int, out: Path) -> None:
+    # 4 rows a rank, 2 to each rank; rank 1's rows 10x larger
+    r = DeviceRouting(token=torch.arange(4), weight=torch.ones(4), order=torch.arange(4),
+                      send_splits=[2, 2], recv_splits=[2, 2], counts=[4],
+                      offs=torch.tensor([4], dtype=torch.int32), pad=None)
+    scales = []
+    for traceable in (False, True):
+        cfg = PassConfig("nvfp4", True, False, experts_loop, dist.group.WORLD,
+                         traceable=traceable, wire_to_gemm=True)
+        with torch.no_grad():
+            _, wire = dispatch_wire(_rows(rank), r, cfg)
+        assert wire is not None
+        scales.append(wire_parts(wire, "nvfp4", D)[2].flatten().tolist())
+    (out / f"rank{rank}.json").write_text(json.dumps(scales))
 
 
 def _rows(rank: int) -> torch.Tensor:
@@ -182,10 +175,11 @@ def _rows(rank: int) -> torch.Tensor:
     return x.bfloat16()
 
 
-def test_an_nvfp4_dispatch_agrees_one_tensor_scale_over_the_group(tmp_path: Path) -> None:
+def test_an_nvfp4_dispatch_agrees_one_tensor_scale_over_the_group(
+        tmp_path: Path, gloo_pair: GlooRanks) -> None:
     """Rows from both senders reach each rank under one tensor scale, the recipe's for
     the larger amax, so a native GEMM can take them as one operand."""
-    spawn(_dispatch_rank, args=(free_port(), tmp_path), nprocs=2, join=True)
+    gloo_pair.run(_dispatch_rank, tmp_path)
     amax = max(_rows(rank).float().abs().max().item() for rank in range(2))
     want = amax / (6 * 448)
     for rank in range(2):

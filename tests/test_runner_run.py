@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live import REPO
+from live import REPO, ServerProcess
 from runner_helpers import run_posted
 
 from ingest.derived import derive
@@ -67,9 +67,10 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+def run(tmp_path_factory: pytest.TempPathFactory,
+        runner_server: tuple[ServerProcess, str]) -> Iterator[Run]:
     tmp = tmp_path_factory.mktemp("run")
-    posted = run_posted(tmp, matrix_text(), timeout=240)
+    posted = run_posted(runner_server, tmp, matrix_text(), timeout=240)
     yield Run(posted.result, posted.out, posted.served, tmp / "spool")
 
 
@@ -289,7 +290,7 @@ def one_case_matrix(tmp: Path, ep: int) -> Path:
     matrix = tmp / "one.toml"
     matrix.write_text(
         "[shape]\nT = 8\nD = 32\nE = 2\nK = 1\n[timing]\nwindows = 1\niterations = 1\n"
-        f"warmup = 0\n[matrix]\nmode = 'inference'\nep = {ep}\nprecision = 'bf16'\n"
+        f"warmup = 0\nwarmup_ms = 0\n[matrix]\nmode = 'inference'\nep = {ep}\nprecision = 'bf16'\n"
         "pipeline = 'standard'\nF = 32\nimbalance = 1\ncategory = 'one'\n")
     return matrix
 

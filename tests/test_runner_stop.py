@@ -10,12 +10,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import live_server
 from live import REPO
 from live import ServerProcess as LiveServer
 from runner_helpers import descendants, served_report
@@ -24,11 +23,9 @@ CASES = 24  # far more than run before the stop
 STOP_WITHIN_S = 30  # gloo sees a dead peer at once; rank 0 then delivers and exits
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    tmp = tmp_path_factory.mktemp("stop-server")
-    with live_server(f"sqlite:///{tmp / 'moescope.db'}", tmp) as server:
-        yield server
+@pytest.fixture
+def live(runner_server: tuple[LiveServer, str]) -> LiveServer:
+    return runner_server[0]
 
 
 def _matrix(tmp: Path) -> Path:

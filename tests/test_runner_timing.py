@@ -5,7 +5,6 @@ warm-up count agreed over two gloo ranks, the L2 flush outside the timed region,
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,8 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from conftest import free_port
-from torch.multiprocessing.spawn import spawn
+from gloo_ranks import GlooRanks
 
 from runner.matrix import MatrixError, Timing, parse_matrix
 from runner.timing import time_windows, warm_up
@@ -64,25 +62,20 @@ def test_flush_runs_before_each_timed_iteration_and_is_not_timed() -> None:
     assert all(2 <= ms < 20 for ms in windows.per_window_ms), windows.per_window_ms
 
 
-def _rank(rank: int, port: int, out: Path) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
-    try:
-        calls: list[str] = []
-        group = dist.group.WORLD
+def _rank(rank: int, out: Path) -> None:
+    calls: list[str] = []
+    group = dist.group.WORLD
 
-        def run() -> None:
-            calls.append("run")
-            time.sleep(0.001 if rank == 0 else 0.01)  # rank 1 is ten times slower
+    def run() -> None:
+        calls.append("run")
+        time.sleep(0.001 if rank == 0 else 0.01)  # rank 1 is ten times slower
 
-        count = warm_up(run, None, Timing(warmup=1, warmup_ms=100), CPU, group)
-        (out / f"rank{rank}.json").write_text(json.dumps([count, len(calls)]))
-    finally:
-        dist.destroy_process_group()
+    count = warm_up(run, None, Timing(warmup=1, warmup_ms=100), CPU, group)
+    (out / f"rank{rank}.json").write_text(json.dumps([count, len(calls)]))
 
 
-def test_ranks_agree_on_the_warm_up_count(tmp_path: Path) -> None:
-    spawn(_rank, args=(free_port(), tmp_path), nprocs=2, join=True)
+def test_ranks_agree_on_the_warm_up_count(tmp_path: Path, gloo_pair: GlooRanks) -> None:
+    gloo_pair.run(_rank, tmp_path)
     (c0, n0), (c1, n1) = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
     # Equal counts (an iteration of the layer holds collectives: unequal counts would
     # leave a rank waiting). Rank 1's >= 10 ms iterations reach 100 ms within 10; rank 0's
@@ -161,26 +154,21 @@ def test_iteration_percentiles_are_numpys() -> None:
 SLOW_ITERATION = 2  # rank 1's third timed iteration takes 15 ms, rank 0's never do
 
 
-def _iteration_rank(rank: int, port: int, out: Path) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
-    try:
-        calls: list[str] = []
+def _iteration_rank(rank: int, out: Path) -> None:
+    calls: list[str] = []
 
-        def run() -> None:
-            calls.append("run")
-            timed = len(calls) - 2  # one warm-up iteration first
-            time.sleep(0.015 if rank == 1 and timed == SLOW_ITERATION else 0.001)
+    def run() -> None:
+        calls.append("run")
+        timed = len(calls) - 2  # one warm-up iteration first
+        time.sleep(0.015 if rank == 1 and timed == SLOW_ITERATION else 0.001)
 
-        timing = Timing(windows=2, iterations=3, warmup=1, warmup_ms=0)
-        windows = time_windows(run, timing, device=CPU, group=dist.group.WORLD)
-        (out / f"rank{rank}.json").write_text(json.dumps(windows.per_iteration_ms))
-    finally:
-        dist.destroy_process_group()
+    timing = Timing(windows=2, iterations=3, warmup=1, warmup_ms=0)
+    windows = time_windows(run, timing, device=CPU, group=dist.group.WORLD)
+    (out / f"rank{rank}.json").write_text(json.dumps(windows.per_iteration_ms))
 
 
-def test_each_iteration_is_the_slowest_ranks(tmp_path: Path) -> None:
-    spawn(_iteration_rank, args=(free_port(), tmp_path), nprocs=2, join=True)
+def test_each_iteration_is_the_slowest_ranks(tmp_path: Path, gloo_pair: GlooRanks) -> None:
+    gloo_pair.run(_iteration_rank, tmp_path)
     r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
     assert r0 == r1 and len(r0) == 6  # the same maxima on both ranks
     assert r0[SLOW_ITERATION] >= 15

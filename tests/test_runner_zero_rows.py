@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from live import ServerProcess
 from runner_helpers import run_posted
 
 from ingest.validate import validate_report
@@ -46,9 +47,10 @@ def test_the_cases_cover_an_empty_rank_and_an_empty_expert() -> None:
     assert 0 in first_stage.expert_counts
 
 
-def test_zero_received_rows_run_and_post_every_case(tmp_path: Path) -> None:
+def test_zero_received_rows_run_and_post_every_case(
+        tmp_path: Path, runner_server: tuple[ServerProcess, str]) -> None:
     cases = [*ALL_TO_RANK0, *EMPTY_EXPERT]
-    served = run_posted(tmp_path, matrix_text(cases)).served
+    served = run_posted(runner_server, tmp_path, matrix_text(cases)).served
     validate_report(served)
     assert [c["id"] for c in served["cases"]] == [c.id for c in cases]
     for case in served["cases"]:
