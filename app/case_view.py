@@ -160,15 +160,15 @@ class CaseView:
         return getattr(self, wire)
 
     def number(self, key: str) -> float | None:
-        """The field of that wire name where it is a number (bools are not), else None; a
-        dotted key reads into a record (``gpuState.powerMaxW``)."""
+        """The field of that wire name as a float where it is a number (bools are not),
+        else None; a dotted key reads into a record (``gpuState.powerMaxW``)."""
         name, *inner = key.split(".")
         value: Any = getattr(self, name, None)
         for part in inner:
             value = value.get(part) if isinstance(value, Mapping) else None
         if isinstance(value, bool) or not isinstance(value, int | float):
             return None
-        return value
+        return float(value)
 
 
 WIRE_NAMES = tuple(f.wire for f in FIELDS)

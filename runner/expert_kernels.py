@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from runner.experts import ExpertFn, Experts, expert_weights, native_operands, rows_on_grid
-from runner.fp8_autograd import fp8_experts_training
+from runner.fp8_autograd import expert_ranges, fp8_experts_training
 from runner.native import (
     FP8,
     USAGE,
@@ -183,8 +183,7 @@ def _native_operands(experts: Experts, precision: str) -> list[list[Operand]]:
 def _native_loop(x: Operand, experts: Experts, counts: list[int], precision: str
                  ) -> torch.Tensor:
     gate, up, down = _native_operands(experts, precision)
-    starts = list(itertools.accumulate(counts, initial=0))
-    ranges = [(e, starts[e], starts[e] + n) for e, n in enumerate(counts) if n]
+    ranges = expert_ranges(counts)
     hidden = torch.cat([F.silu(gemm(x.rows(a, b), gate[e], precision))
                         * gemm(x.rows(a, b), up[e], precision) for e, a, b in ranges])
     h = quantize_operand(hidden, precision)

@@ -78,7 +78,7 @@ def report_html(page: ReportPage, footer: Footer) -> str:
         summary=page.summary, panels=view.panels, chart_id=chart_id,
         matrices=page.matrices(), matrix_metric=page.metric, meanings=CAVEAT_MEANINGS,
         columns=[(f.wire, f.label) for f in TABLED],
-        rows=[(_cells(case, bounds[str(case.id)]), [c.code for c in case.caveats])
+        rows=[(_cells(case, bounds[case.id]), [c.code for c in case.caveats])
               for case in view.cases],
         history=page.history if page.history.judged_in_view else None,
         footer=footer, fmt=_fmt, best_text=best_text,

@@ -28,7 +28,7 @@ def case_windows_spec(case: CaseView) -> Spec:
 
 def _case_bar(case: CaseView, x: list[Any], y: list[Any], name: str, hover: str) -> Trace:
     return {"type": "bar", "x": x, "y": y, "name": name, "hovertemplate": hover,
-            "marker": {"color": precision_colour(str(case.precision))}}
+            "marker": {"color": precision_colour(case.precision)}}
 
 
 def case_receive_rows_spec(case: CaseView) -> Spec:
@@ -93,7 +93,7 @@ def case_phases_spec(case: CaseView) -> Spec:
                             [*(inside[p] for p in names), *(inside_back[p] for p in back_names)],
                             "inside the layer",
                             "%{x} inside the layer: %{y:.4f} ms<extra></extra>"),
-                "marker": {"color": precision_colour(str(case.precision)),
+                "marker": {"color": precision_colour(case.precision),
                            "pattern": {"shape": "/"}}}
     layout = chart_layout("Phases inside the layer and each alone", "time (ms)", height=360,
                           xaxis={"title": titled("phase")}, legend={"title": titled("view")})

@@ -44,7 +44,7 @@ ConfigurationFields = tuple[str, int, str, int, float]  # Configuration's, in or
 
 
 def configuration_fields(case: CaseView) -> ConfigurationFields:
-    return (str(case.mode), int(case.ep), str(case.category), int(case.F),
+    return (case.mode, int(case.ep), case.category, int(case.F),
             float(case.imbalance))
 
 
@@ -53,7 +53,7 @@ def configuration(case: CaseView) -> Configuration:
 
 
 def variant(case: CaseView) -> tuple[str, str]:
-    return str(case.precision), str(case.pipeline)
+    return case.precision, case.pipeline
 
 
 def variant_key(pair: tuple[str, str]) -> tuple[Any, ...]:
@@ -89,7 +89,7 @@ def placement(cases: Sequence[CaseView]) -> Placement:
     # Each case read once, its configuration as a plain tuple, a Configuration made per
     # distinct one: every per-case chart places its cases, 15 times a filter change, and at
     # 5,000 cases a dataclass per case was half the cost.
-    keys = [(str(c.id), configuration_fields(c), variant(c)) for c in cases]
+    keys = [(c.id, configuration_fields(c), variant(c)) for c in cases]
     variants = sorted({v for _, _, v in keys}, key=variant_key)
     column = {v: i for i, v in enumerate(variants)}
     configs = sorted((Configuration(*k) for k in {k for _, k, _ in keys}),

@@ -49,7 +49,7 @@ def _memory_traces(cases: Sequence[CaseView], pos: dict[str, float], width: floa
                   "reserved peak %{customdata[2]:.2f} GiB")
     for key, group in grouped(cases).items():
         name = series_name(key)
-        x = [pos[str(c.id)] for c in group]
+        x = [pos[c.id] for c in group]
         custom = hover_data(group, lambda c: c.allocatedPeakGiB,
                             lambda c: c.reservedPeakGiB)
         data.append(scatter(group, key, x, [c.allocatedPeakGiB for c in group],
@@ -64,7 +64,7 @@ def _memory_traces(cases: Sequence[CaseView], pos: dict[str, float], width: floa
             data.append({
                 # A missing size draws no bar: a bar of 0 GiB would claim a measurement.
                 "type": "bar", "x": x, "width": width,
-                "y": [None if c.value(field) is None else c.value(field) / GIB for c in group],
+                "y": [None if (size := c.number(field)) is None else size / GIB for c in group],
                 "name": f"{name} {field[:-5]}", "legendgroup": name, "showlegend": False,
                 "opacity": opacity, "marker": bar_marker(key), "xaxis": "x2", "yaxis": "y2",
                 "customdata": arena, "hovertemplate": hover(
@@ -82,7 +82,7 @@ def _saved_traces(cases: Sequence[CaseView], pos: dict[str, float]) -> list[Trac
         custom = [[hover_id(c), lo, hi, len(c.savedBytes)]
                   for c, (lo, _, hi) in zip(group, stats, strict=True)]
         data.append(scatter(
-            group, key, [pos[str(c.id)] for c in group], [mid for _, mid, _ in stats],
+            group, key, [pos[c.id] for c in group], [mid for _, mid, _ in stats],
             custom, hover("saved per rank: mean %{y:.3f} GiB, min %{customdata[1]:.3f}, "
                           "max %{customdata[2]:.3f}", "%{customdata[3]} ranks"),
             name=f"{series_name(key)} saved", showlegend=False, xaxis="x3", yaxis="y3",
@@ -150,9 +150,9 @@ def routing_spec(cases: Sequence[CaseView], meta: Meta) -> Spec:
     """7. Received rows per rank (heatmap case x rank) and the observed imbalance."""
     ranks = max((len(c.receiveRows) for c in cases), default=0)
     place = placement(cases)
-    cases = sorted(cases, key=lambda c: place.x[str(c.id)])  # as on the other charts
+    cases = sorted(cases, key=lambda c: place.x[c.id])  # as on the other charts
     label = _routing_labels(cases, len({c.category for c in place.configurations}) > 1)
-    ids = [label[str(c.id)] for c in cases]
+    ids = [label[c.id] for c in cases]
     z = []
     for c in cases:
         rows = c.receiveRows
@@ -170,7 +170,7 @@ def routing_spec(cases: Sequence[CaseView], meta: Meta) -> Spec:
     for key, group in grouped(cases).items():
         data.append(scatter(
             group, key, [c.observedImbalance for c in group],
-            [label[str(c.id)] for c in group], hover_data(group, lambda c: c.imbalance),
+            [label[c.id] for c in group], hover_data(group, lambda c: c.imbalance),
             hover("observed imbalance %{x:.2f} (max / mean received rows)",
                   "requested imbalance %{customdata[1]}"),
             xaxis="x2", yaxis="y2"))
@@ -193,9 +193,9 @@ def routing_spec(cases: Sequence[CaseView], meta: Meta) -> Spec:
 
 
 def _routing_labels(cases: Sequence[CaseView], with_category: bool) -> dict[str, str]:
-    """CaseView id -> ``training EP32 F3072 i1 · bf16 standard``; the id where two would
+    """Case id -> ``training EP32 F3072 i1 · bf16 standard``; the id where two would
     share a label (a heatmap row per label)."""
-    labels = {str(c.id): text(f"{c.mode} {configuration(c).label(with_category)} · "
+    labels = {c.id: text(f"{c.mode} {configuration(c).label(with_category)} · "
                                  f"{c.precision} {c.pipeline}") for c in cases}
     seen: dict[str, int] = defaultdict(int)
     for value in labels.values():

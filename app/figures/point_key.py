@@ -16,7 +16,7 @@ LABEL_FONT = {"size": 9, "color": "#374151"}
 def point_numbers(cases: Sequence[CaseView]) -> dict[str, int]:
     """Case id -> its number, 1-based in view order: the same list gives every keyed chart
     and the key the same numbers."""
-    return {str(c.id): i for i, c in enumerate(cases, start=1)}
+    return {c.id: i for i, c in enumerate(cases, start=1)}
 
 
 def point_key(cases: Sequence[CaseView]) -> tuple[tuple[int, str], ...]:
@@ -34,4 +34,4 @@ def numbered(trace: Trace, numbers: Sequence[int | None]) -> Trace:
 
 def numbers_of(group: Sequence[CaseView | None], numbers: dict[str, int]) -> list[int | None]:
     """The numbers of a trace's points (``None`` for a gap between lines)."""
-    return [None if c is None else numbers.get(str(c.id)) for c in group]
+    return [None if c is None else numbers.get(c.id) for c in group]

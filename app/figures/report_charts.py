@@ -63,7 +63,7 @@ def layer_time_spec(cases: Sequence[CaseView], meta: Meta) -> Spec:
     pos, width = place.x, place.width * 0.92
     data: list[Trace] = []
     for key, group in grouped(cases).items():
-        x = [pos[str(c.id)] for c in group]
+        x = [pos[c.id] for c in group]
         name = series_name(key)
         ids = hover_data(group)
         data.append({
@@ -100,7 +100,7 @@ def nvlink_spec(cases: Sequence[CaseView], meta: Meta) -> Spec:
     pos = positions(cases)
     data: list[Trace] = []
     for key, group in grouped(cases).items():
-        x = [pos[str(c.id)] for c in group]
+        x = [pos[c.id] for c in group]
         for direction, open_ in (("TX", False), ("RX", True)):
             mean = [c.number(f"nvlink{direction}GBps") for c in group]
             top = [c.number(f"nvlinkMax{direction}GBps") for c in group]
@@ -169,7 +169,7 @@ def phases_spec(cases: Sequence[CaseView], meta: Meta) -> Spec:
     0.7 ms case shows beside 27 ms training cases); a case without them draws no bar. Its
     own legend: the phases' colours are not the precisions'."""
     place = placement(cases)
-    x = [place.x[str(c.id)] for c in cases]
+    x = [place.x[c.id] for c in cases]
     data: list[Trace] = []
     quantized = any("quantize" in (c.phaseMS or {}) for c in cases)
     for phase, colour in ((QUANTIZE,) if quantized else ()) + PHASES:

@@ -61,7 +61,7 @@ def roof_distances(case: CaseView, meta: Meta) -> dict[str, float | None]:
     """How close the busiest rank comes to each roof at its intensities, % of the roof:
     compute (its peak), HBM (intensity x HBM GB/s), NVLink (payload intensity x NVLink GB/s)."""
     rate = busiest_rate(case)
-    peak = (meta.get("theoreticalTFPerGPU") or {}).get(str(case.precision))
+    peak = (meta.get("theoreticalTFPerGPU") or {}).get(case.precision)
     hbm, nvlink = meta.get("theoreticalHBMGBps"), meta.get("theoreticalNVLinkGBpsPerDirection")
     x_hbm, x_nv = hbm_intensity(case, hbm), nvlink_intensity(case)
 
@@ -118,7 +118,7 @@ def roofline_spec(cases: Sequence[CaseView], meta: Meta) -> Spec:
     placed = [c for c in cases if hbm_intensity(c, hbm) is not None]
     linked = [c for c in placed if nvlink_intensity(c) is not None]
     peaks = {p: float(v) for p, v in (meta.get("theoreticalTFPerGPU") or {}).items()
-             if p in {str(c.precision) for c in placed} and v}
+             if p in {c.precision for c in placed} and v}
     data: list[Trace] = []
     if hbm and placed:
         data += _roofs(peaks, hbm, [hbm_intensity(c, hbm) or 0.0 for c in placed], "x", "HBM")

@@ -109,7 +109,7 @@ def fmt(value: Any, digits: int = 1, unit: str = "") -> str:
 
 
 def series_key(case: CaseView) -> tuple[str, str]:
-    return str(case.precision), str(case.pipeline)
+    return case.precision, case.pipeline
 
 
 def series_name(key: tuple[str, str]) -> str:

@@ -65,6 +65,6 @@ def scatter(group: Sequence[CaseView], key: tuple[str, str], x: Sequence[Any], y
 def per_case(cases: Sequence[CaseView], value: Callable[[CaseView], Any], template: str,
              *custom: Callable[[CaseView], Any]) -> list[Trace]:
     pos = positions(cases)
-    return [scatter(group, key, [pos[str(c.id)] for c in group], [value(c) for c in group],
+    return [scatter(group, key, [pos[c.id] for c in group], [value(c) for c in group],
                     hover_data(group, *custom), template)
             for key, group in grouped(cases).items()]

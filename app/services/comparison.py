@@ -50,11 +50,6 @@ METRICS = COMPARE
 FAMILIES = tuple(dict.fromkeys(m.family for m in METRICS))
 
 
-def metric_value(case: CaseView, key: str) -> float | None:
-    value = case.number(key)
-    return None if value is None else float(value)
-
-
 @dataclass(frozen=True)
 class Change:
     base: float | None
@@ -197,7 +192,7 @@ def geometric_means(rows: Sequence[CaseComparison]) -> list[GeoMean]:
     """The layer time's geometric-mean change per mode x precision x pipeline."""
     groups: dict[tuple[str, str, str], list[float]] = {}
     for row in rows:
-        key = (str(row.head.mode), str(row.head.precision), str(row.head.pipeline))
+        key = (row.head.mode, row.head.precision, row.head.pipeline)
         groups.setdefault(key, []).append(math.log(row.ratio))
     return [GeoMean(*key, cases=len(logs),
                     change_percent=(math.exp(sum(logs) / len(logs)) - 1) * 100)
@@ -205,7 +200,7 @@ def geometric_means(rows: Sequence[CaseComparison]) -> list[GeoMean]:
 
 
 def by_id(case: CaseView) -> Hashable:
-    return str(case.id)
+    return case.id
 
 
 def by_configuration(case: CaseView) -> Hashable:
@@ -235,7 +230,7 @@ def compare(base: Sequence[CaseView], head: Sequence[CaseView], settings: Settin
             found, basis = pair_verdict(other, case, settings), "pair"
         rows.append(CaseComparison(
             case_id=case.id, base=other, head=case,
-            changes={m.key: Change(metric_value(other, m.key), metric_value(case, m.key))
+            changes={m.key: Change(other.number(m.key), case.number(m.key))
                      for m in METRICS},
             verdict=found, basis=basis, attribution=attribute(other.measured, case.measured)))
     return (rows, [c.id for c in base if key(c) not in head_ids],

@@ -109,7 +109,7 @@ def _cell(cases: Sequence[CaseView], metric: MatrixMetric) -> MatrixCell | None:
     metric ranks nothing or none is eligible)."""
     if not cases:
         return None
-    ids = tuple(str(c.id) for c in cases)
+    ids = tuple(c.id for c in cases)
     cells = [_one(c, metric, ids) for c in cases]
     if len(cells) == 1 or metric.better is None:
         return cells[0]

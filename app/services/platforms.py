@@ -156,23 +156,18 @@ def _tf_per_watt(case: CaseView) -> float | None:
     tf = case.usefulTFPerGPU
     if not watts or tf is None:
         return None
-    return float(tf) / float(watts)
-
-
-def _number(case: CaseView, key: str) -> float | None:
-    value = case.number(key)
-    return None if value is None else float(value)
+    return tf / watts
 
 
 def _measures(case: CaseView | None) -> dict[str, Any]:
     if case is None:
         return {}
-    return {"layer_ms": _number(case, "layerMS"),
-            "percent_of_peak": _number(case, "percentOfPeak"),
-            "percent_of_ceiling": _number(case, "percentOfMeasuredCeiling"),
-            "compute_util": _number(case, "computeUtilPercent"),
-            "hbm_util": _number(case, "hbmUtilPercent"),
-            "nvlink_util": _number(case, "nvlinkUtilPercent"),
+    return {"layer_ms": case.layerMS,
+            "percent_of_peak": case.percentOfPeak,
+            "percent_of_ceiling": case.percentOfMeasuredCeiling,
+            "compute_util": case.computeUtilPercent,
+            "hbm_util": case.hbmUtilPercent,
+            "nvlink_util": case.nvlinkUtilPercent,
             "limiter": case.limiter}
 
 
@@ -193,7 +188,7 @@ def _row(key: MatchKey, found: list[CaseView | None], baseline: int,
             reason=_reason(case) if tf is None else None,
             ratio=float(tf) / float(base_tf) if tf is not None and base_tf else None,
             tf_per_watt=_tf_per_watt(case), best=False, tied=False,
-            noise_percent=_number(case, "windowSpreadPercent"),
+            noise_percent=case.windowSpreadPercent,
             caveats=tuple(sorted(case.caveat_codes))))
     ran = {shapes[i] for i, c in enumerate(found) if c is not None}
     return Row(key[0], key[1], key[2], mark_best(cells), len(ran) > 1)
