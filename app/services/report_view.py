@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.case_fields import CaseFilter
-from app.case_view import CaseView, case_view, frozen
+from app.case_view import CaseView, frozen
 from app.repository import cases as cases_repo
 from app.repository import reports as reports_repo
 from app.services import cases as case_service
@@ -109,7 +109,7 @@ class ReportCache:
 
 def _read(session: Session, report_id: int) -> ReportData:
     row = reports_repo.get_report(session, report_id)
-    cases = tuple(case_view(c) for c in case_service.view_cases(session, report_id))
+    cases = tuple(case_service.case_views(session, report_id))
     return ReportData(
         header=_header(row), meta=frozen(row.meta), cases=cases,
         rows=frozen(table_rows(cases)), facets=frozen(cases_repo.facets(session, report_id)),
